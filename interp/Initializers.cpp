@@ -1,0 +1,33 @@
+// Parameter initializers, drawn from the same counter-based generator as the `random` op.
+#include "interp/Interpreter.h"
+
+#include "support/Philox.h"
+
+namespace kiln::interp {
+
+rt::HostTensor initialize(const ir::Param& param) {
+  const ir::TensorType& type = param.value->type;
+  const ir::Initializer& init = param.init;
+  rt::HostTensor t(type.dtype, type.shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    auto index = static_cast<uint64_t>(i);
+    double v = 0;
+    switch (init.kind) {
+      case ir::Initializer::Kind::Zeros: v = 0; break;
+      case ir::Initializer::Kind::Ones: v = 1; break;
+      case ir::Initializer::Kind::Constant: v = init.a; break;
+      case ir::Initializer::Kind::Uniform: v = init.a + (init.b - init.a) * philoxUniform(init.seed, 0, index); break;
+      case ir::Initializer::Kind::Normal: v = init.a + init.b * philoxNormal(init.seed, 0, index); break;
+    }
+    t.set(i, v);
+  }
+  return t;
+}
+
+TensorMap initializeParams(const ir::Graph& graph) {
+  TensorMap out;
+  for (const ir::Param& p : graph.params()) out.insert_or_assign(p.value->name, initialize(p));
+  return out;
+}
+
+}  // namespace kiln::interp

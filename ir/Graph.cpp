@@ -1,0 +1,135 @@
+#include "ir/Graph.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace kiln::ir {
+
+std::string_view initializerKindName(Initializer::Kind k) {
+  switch (k) {
+    case Initializer::Kind::Zeros: return "zeros";
+    case Initializer::Kind::Ones: return "ones";
+    case Initializer::Kind::Constant: return "constant";
+    case Initializer::Kind::Uniform: return "uniform";
+    case Initializer::Kind::Normal: return "normal";
+  }
+  return "?";
+}
+
+const AttrValue& Node::attr(std::string_view name) const {
+  int i = info().attrIndex(name);
+  KILN_ASSERT(i >= 0 && static_cast<size_t>(i) < attrs.size(), "op '{}' has no attribute '{}'", info().name, name);
+  return attrs[i];
+}
+
+namespace {
+bool validName(const std::string& n) {
+  if (n.empty()) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  });
+}
+}  // namespace
+
+void Graph::claimName(const std::string& name, const SourceLoc& loc) {
+  if (!validName(name))
+    throw Error(loc, fmt::format("invalid value name '{}' (use letters, digits, '_' and '.')", name));
+  auto it = std::lower_bound(usedNames_.begin(), usedNames_.end(), name);
+  if (it != usedNames_.end() && *it == name)
+    throw Error(loc, fmt::format("the name '%{}' is already defined in graph '{}'", name, name_));
+  usedNames_.insert(it, name);
+}
+
+Value* Graph::newValue(TensorType type, ValueKind kind, std::string name) {
+  values_.push_back(std::make_unique<Value>(Value{std::move(type), kind, std::move(name), nullptr, {}}));
+  return values_.back().get();
+}
+
+Value* Graph::addInput(const std::string& name, TensorType type, SourceLoc loc) {
+  claimName(name, loc);
+  Value* v = newValue(std::move(type), ValueKind::Input, name);
+  v->loc = std::move(loc);
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::addParam(const std::string& name, TensorType type, Initializer init, SourceLoc loc) {
+  claimName(name, loc);
+  Value* v = newValue(std::move(type), ValueKind::Param, name);
+  v->loc = std::move(loc);
+  params_.push_back(Param{v, init});
+  return v;
+}
+
+void Graph::addOutput(const std::string& name, Value* v) {
+  KILN_ASSERT(v != nullptr, "null output value");
+  KILN_CHECK(validName(name), "invalid output name '{}' (use letters, digits, '_' and '.')", name);
+  KILN_CHECK(findOutput(name) == nullptr, "graph '{}' already has an output named '{}'", name_, name);
+  outputs_.push_back(Output{name, v});
+}
+
+Value* Graph::addNode(OpKind op, std::vector<Value*> operands, std::span<const NamedAttr> attrs, SourceLoc loc,
+                      std::string resultName) {
+  const OpInfo& info = opInfo(op);
+  std::vector<AttrValue> resolved = resolveAttrs(info, attrs, loc);
+  std::vector<TensorType> types;
+  for (Value* v : operands) {
+    KILN_ASSERT(v != nullptr, "null operand of op '{}'", info.name);
+    types.push_back(v->type);
+  }
+  TensorType result = inferType(info, types, resolved, loc);
+  return addNodeRaw(op, std::move(operands), std::move(resolved), std::move(result), std::move(loc),
+                    std::move(resultName));
+}
+
+Value* Graph::addNodeRaw(OpKind op, std::vector<Value*> operands, std::vector<AttrValue> attrs,
+                         TensorType resultType, SourceLoc loc, std::string resultName) {
+  if (!resultName.empty()) claimName(resultName, loc);
+  auto node = std::make_unique<Node>();
+  node->op = op;
+  node->operands = std::move(operands);
+  node->attrs = std::move(attrs);
+  node->loc = std::move(loc);
+  node->result = newValue(std::move(resultType), ValueKind::Result, std::move(resultName));
+  node->result->producer = node.get();
+  nodes_.push_back(std::move(node));
+  return nodes_.back()->result;
+}
+
+Value* Graph::findValue(std::string_view name) const {
+  for (const auto& v : values_)
+    if (v->name == name) return v.get();
+  return nullptr;
+}
+
+const Param* Graph::findParam(std::string_view name) const {
+  for (const Param& p : params_)
+    if (p.value->name == name) return &p;
+  return nullptr;
+}
+
+const Output* Graph::findOutput(std::string_view name) const {
+  for (const Output& o : outputs_)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+Graph Graph::clone() const {
+  Graph g(name_);
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* v : inputs_) map[v] = g.addInput(v->name, v->type, v->loc);
+  for (const Param& p : params_) map[p.value] = g.addParam(p.value->name, p.value->type, p.init, p.value->loc);
+  for (const auto& n : nodes_) {
+    std::vector<Value*> ops;
+    for (Value* v : n->operands) {
+      auto it = map.find(v);
+      KILN_ASSERT(it != map.end(), "operand of '{}' is not defined before use", n->info().name);
+      ops.push_back(it->second);
+    }
+    map[n->result] = g.addNodeRaw(n->op, std::move(ops), n->attrs, n->result->type, n->loc, n->result->name);
+  }
+  for (const Output& o : outputs_) g.addOutput(o.name, map.at(o.value));
+  return g;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,163 @@
+// Commands on models and IR text: export, check, opt, ops, models.
+#include "tools/kiln/Commands.h"
+
+#include "frontend/Zoo.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::cli {
+
+std::string readTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), "cannot open '{}' for reading", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void writeTextOutput(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  // Write next to the target and rename, so a failure never leaves half a file behind.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(out.good(), "cannot open '{}' for writing", path);
+    out << text;
+    out.flush();
+    KILN_CHECK(out.good(), "failed writing '{}'", path);
+  }
+  KILN_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot write '{}'", path);
+}
+
+namespace {
+
+std::string summarize(const ir::Graph& g) {
+  int64_t paramElems = 0;
+  for (const ir::Param& p : g.params()) paramElems += p.value->type.numel();
+  int composite = 0;
+  for (const auto& n : g.nodes()) composite += n->info().has(ir::kComposite);
+  std::vector<std::string> outs;
+  for (const ir::Output& o : g.outputs()) outs.push_back(fmt::format("{}: {}", o.name, o.value->type.str()));
+  return fmt::format("graph @{}: {} inputs, {} parameters ({} elements), {} nodes ({} composite), outputs {}",
+                     g.name(), g.inputs().size(), g.params().size(), paramElems, g.nodes().size(), composite,
+                     fmt::join(outs, ", "));
+}
+
+std::vector<std::string> splitCommaList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
+  {
+    auto* cmd = app.add_subcommand("export", "Trace a zoo model to .kir text");
+    static std::string model, out = "-";
+    static kiln::ZooOptions opts;
+    static bool noLoss = false;
+    cmd->add_option("MODEL", model, "zoo model (see `kiln models`)")->required();
+    cmd->add_option("-o,--output", out, "output .kir file ('-' = stdout)");
+    cmd->add_option("--batch", opts.batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--seed", opts.seed, "seed of the parameter initializers");
+    cmd->add_flag("--no-loss", noLoss, "export the prediction only (no labels input, no loss output)");
+    commands.emplace_back(cmd, [cmd] {
+      opts.withLoss = !noLoss;
+      ir::Graph g = kiln::buildZooModel(model, opts);
+      writeTextOutput(out, ir::printGraph(g));
+      if (out != "-") std::fprintf(stderr, "wrote %s: %s\n", out.c_str(), summarize(g).c_str());
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("check", "Parse and verify a .kir file");
+    static std::string file;
+    static bool print = false;
+    cmd->add_option("FILE", file, ".kir file")->required();
+    cmd->add_flag("--print", print, "print the graph back");
+    commands.emplace_back(cmd, [] {
+      ir::Graph g = ir::parseGraphFile(file);
+      if (print) std::fputs(ir::printGraph(g).c_str(), stdout);
+      std::printf("%s: ok, %s\n", file.c_str(), summarize(g).c_str());
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("opt", "Run passes on a .kir file and print the result");
+    static std::string file, passList, out = "-", dumpDir;
+    cmd->add_option("FILE", file, ".kir file")->required();
+    cmd->add_option("--passes", passList, "comma-separated pass names (see --list)")->required();
+    cmd->add_option("-o,--output", out, "output .kir file ('-' = stdout)");
+    cmd->add_option("--dump", dumpDir, "write the IR after every pass into this directory");
+    commands.emplace_back(cmd, [] {
+      ir::Graph g = ir::parseGraphFile(file);
+      passes::PassContext ctx;
+      ctx.dumpDir = dumpDir;
+      passes::runPipeline(g, splitCommaList(passList), ctx);
+      writeTextOutput(out, ir::printGraph(g));
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("passes", "List the registered passes");
+    commands.emplace_back(cmd, [] {
+      for (const passes::Pass& p : passes::registeredPasses())
+        std::printf("%-14s %s\n", p.name.c_str(), p.description.c_str());
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("ops", "List the IR's ops with their attributes and semantics");
+    static bool markdown = false;
+    cmd->add_flag("--markdown", markdown, "print a Markdown table");
+    commands.emplace_back(cmd, [] {
+      if (markdown) std::printf("| op | operands | attributes | semantics |\n|---|---|---|---|\n");
+      for (const ir::OpInfo& info : ir::allOps()) {
+        std::vector<std::string> attrs;
+        for (const ir::AttrSpec& a : info.attrs)
+          attrs.push_back(a.hasDefault ? fmt::format("{}: {} = {}", a.name, ir::attrKindName(a.kind),
+                                                     ir::printAttrValue(a.defaultValue))
+                                       : fmt::format("{}: {}", a.name, ir::attrKindName(a.kind)));
+        std::string arity = info.minOperands == info.maxOperands ? fmt::format("{}", info.minOperands)
+                            : info.maxOperands < 0 ? fmt::format("{}+", info.minOperands)
+                                                   : fmt::format("{}-{}", info.minOperands, info.maxOperands);
+        std::string kind = info.has(ir::kComposite) ? " (composite)" : "";
+        if (markdown)
+          std::printf("| `%s`%s | %s | %s | %s |\n", std::string(info.name).c_str(), kind.c_str(), arity.c_str(),
+                      fmt::format("{}", fmt::join(attrs, ", ")).c_str(), std::string(info.doc).c_str());
+        else
+          std::printf("%-16s %-5s %s%s\n    %s\n", std::string(info.name).c_str(), arity.c_str(),
+                      fmt::format("{}", fmt::join(attrs, ", ")).c_str(), kind.c_str(),
+                      std::string(info.doc).c_str());
+      }
+      std::fprintf(stderr, "%d ops\n", ir::kNumOps);
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("models", "List the zoo models");
+    commands.emplace_back(cmd, [] {
+      for (const std::string& name : kiln::zooModelNames()) {
+        ir::Graph g = kiln::buildZooModel(name, {});
+        std::printf("%-12s %s\n", name.c_str(), summarize(g).c_str());
+      }
+      return 0;
+    });
+  }
+}
+
+}  // namespace kiln::cli

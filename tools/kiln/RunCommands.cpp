@@ -1,0 +1,200 @@
+// Commands that evaluate graphs and move tensors: run, init, dataset.
+#include "tools/kiln/Commands.h"
+
+#include "interp/Interpreter.h"
+#include "ir/Parser.h"
+#include "runtime/Datasets.h"
+#include "runtime/Safetensors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace kiln::cli {
+
+namespace {
+
+/// "f32[2,3] = [0.1, 0.2, … 4 more]": the first values of a tensor, for a terminal.
+std::string preview(const rt::HostTensor& t, int64_t maxValues = 8) {
+  std::vector<std::string> vals;
+  for (int64_t i = 0; i < std::min(t.numel(), maxValues); ++i) vals.push_back(fmt::format("{:.6g}", t.at(i)));
+  std::string more = t.numel() > maxValues ? fmt::format(", … {} more", t.numel() - maxValues) : "";
+  return fmt::format("{} = [{}{}]", t.typeStr(), fmt::join(vals, ", "), more);
+}
+
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string line; std::getline(ss, line);) out.push_back(line);
+  return out;
+}
+
+/// Prints, per row of a [N, C] output, the index of its largest entry (and the class name and the
+/// softmax probability); compares with `labels` when the inputs hold a tensor of that name.
+void printArgmax(const std::string& name, const rt::HostTensor& out, const rt::NamedTensors& inputs,
+                 const std::vector<std::string>& classNames) {
+  KILN_CHECK(out.rank() == 2, "--argmax {}: the output has type {}, expected [N, C]", name, out.typeStr());
+  int64_t n = out.shape()[0], c = out.shape()[1];
+  const rt::HostTensor* labels = nullptr;
+  if (auto it = inputs.find("labels"); it != inputs.end() && it->second.rank() == 1 && it->second.numel() == n)
+    labels = &it->second;
+  auto className = [&](int64_t k) {
+    return k >= 0 && k < static_cast<int64_t>(classNames.size()) ? classNames[k] : fmt::format("class {}", k);
+  };
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t best = 0;
+    double mx = out.at(i * c);
+    for (int64_t j = 1; j < c; ++j)
+      if (out.at(i * c + j) > mx) mx = out.at(i * c + (best = j));
+    double denom = 0;
+    for (int64_t j = 0; j < c; ++j) denom += std::exp(out.at(i * c + j) - mx);
+    std::string truth;
+    if (labels) {
+      int64_t l = static_cast<int64_t>(labels->at(i));
+      correct += l == best;
+      truth = fmt::format("  (label: {}{})", className(l), l == best ? ", correct" : "");
+    }
+    std::printf("  %4lld: %-12s p=%.3f%s\n", static_cast<long long>(i), className(best).c_str(), 1.0 / denom,
+                truth.c_str());
+  }
+  if (labels)
+    std::printf("  accuracy: %lld/%lld = %.1f%%\n", static_cast<long long>(correct), static_cast<long long>(n),
+                100.0 * correct / n);
+}
+
+/// Rows [offset, offset + limit) of a tensor (limit < 0: to the end).
+rt::HostTensor takeRows(const rt::HostTensor& t, int64_t offset, int64_t limit) {
+  int64_t n = t.shape().at(0);
+  KILN_CHECK(offset <= n, "--offset {} is past the {} examples of the data set", offset, n);
+  int64_t count = limit < 0 ? n - offset : std::min(limit, n - offset);
+  std::vector<int64_t> shape = t.shape();
+  shape[0] = count;
+  rt::HostTensor out(t.dtype(), shape);
+  size_t rowBytes = t.numel() == 0 ? 0 : t.bytes() / n;
+  std::memcpy(out.data(), static_cast<const std::byte*>(t.data()) + offset * rowBytes, count * rowBytes);
+  return out;
+}
+
+/// [N, ...] → [N, prod(...)], the same bytes.
+rt::HostTensor reshapeRows(const rt::HostTensor& t) {
+  int64_t n = t.shape().at(0);
+  rt::HostTensor out(t.dtype(), {n, n == 0 ? 0 : t.numel() / n});
+  std::memcpy(out.data(), t.data(), t.bytes());
+  return out;
+}
+
+}  // namespace
+
+void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
+  {
+    auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (reference interpreter)");
+    static std::string file, inputsPath, weightsPath, outPath, target = "interp";
+    static std::vector<std::string> argmaxOutputs;
+    static bool print = false;
+    cmd->add_option("FILE", file, ".kir file")->required();
+    cmd->add_option("--inputs", inputsPath, "safetensors file with one tensor per graph input");
+    cmd->add_option("--weights", weightsPath, "safetensors file with parameters (others use their initializers)");
+    cmd->add_option("--out", outPath, "write the outputs to this safetensors file");
+    cmd->add_option("--target", target, "where to run: interp (the reference interpreter)")
+        ->check(CLI::IsMember({"interp"}));
+    cmd->add_flag("--print", print, "print every output");
+    cmd->add_option("--argmax", argmaxOutputs, "print the per-row argmax of this [N, C] output");
+    commands.emplace_back(cmd, [] {
+      ir::Graph g = ir::parseGraphFile(file);
+      rt::NamedTensors inputs, weights;
+      rt::Metadata meta;
+      if (!inputsPath.empty()) inputs = rt::loadSafetensors(inputsPath, &meta);
+      // Extra tensors in an inputs file (e.g. labels for a model exported without loss) are fine;
+      // the interpreter gets exactly the graph's inputs.
+      interp::TensorMap graphInputs;
+      for (const ir::Value* in : g.inputs()) {
+        auto it = inputs.find(in->name);
+        KILN_CHECK(it != inputs.end(), "graph input '{}' ({}) is not in {}", in->name, in->type.str(),
+                   inputsPath.empty() ? std::string("the inputs (pass --inputs FILE.safetensors)") : inputsPath);
+        graphInputs.emplace(in->name, it->second);
+      }
+      if (!weightsPath.empty()) {
+        weights = rt::loadSafetensors(weightsPath);
+        for (const auto& [name, t] : weights)
+          KILN_CHECK(g.findParam(name) != nullptr, "{}: '{}' is not a parameter of graph @{}", weightsPath, name,
+                     g.name());
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      interp::TensorMap outputs = interp::run(g, graphInputs, weights);
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
+      std::vector<std::string> classNames;
+      if (auto it = meta.find("class_names"); it != meta.end()) classNames = splitLines(it->second);
+      for (const ir::Output& o : g.outputs()) {
+        const rt::HostTensor& t = outputs.at(o.name);
+        if (print) std::printf("%s: %s\n", o.name.c_str(), preview(t).c_str());
+      }
+      for (const std::string& name : argmaxOutputs) {
+        auto it = outputs.find(name);
+        KILN_CHECK(it != outputs.end(), "--argmax: graph @{} has no output '{}'", g.name(), name);
+        std::printf("%s argmax:\n", name.c_str());
+        printArgmax(name, it->second, inputs, classNames);
+      }
+      if (!outPath.empty()) {
+        rt::NamedTensors out(outputs.begin(), outputs.end());
+        rt::saveSafetensors(outPath, out);
+        std::fprintf(stderr, "wrote %s\n", outPath.c_str());
+      }
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("init", "Write a graph's initial parameters to safetensors");
+    static std::string file, outPath;
+    cmd->add_option("FILE", file, ".kir file")->required();
+    cmd->add_option("-o,--output", outPath, "safetensors file to write")->required();
+    commands.emplace_back(cmd, [] {
+      ir::Graph g = ir::parseGraphFile(file);
+      interp::TensorMap params = interp::initializeParams(g);
+      rt::saveSafetensors(outPath, rt::NamedTensors(params.begin(), params.end()));
+      std::fprintf(stderr, "wrote %zu parameters of @%s to %s\n", params.size(), g.name().c_str(), outPath.c_str());
+      return 0;
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("dataset", "Write a slice of a data set to safetensors (inputs for `kiln run`)");
+    static std::string name, split = "test", outPath, xName = "x", yName = "labels";
+    static int64_t limit = -1, offset = 0;
+    static bool flatten = false;
+    cmd->add_option("NAME", name, "fashion-mnist or digits")->required()->check(CLI::IsMember({"fashion-mnist", "digits"}));
+    cmd->add_option("--split", split, "train or test (fashion-mnist)")->check(CLI::IsMember({"train", "test"}));
+    cmd->add_option("--limit", limit, "number of examples (default: all)");
+    cmd->add_option("--offset", offset, "first example")->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--flatten", flatten, "images as [N, H*W] instead of [N, 1, H, W]");
+    cmd->add_option("--x-name", xName, "tensor name of the features");
+    cmd->add_option("--y-name", yName, "tensor name of the labels");
+    cmd->add_option("-o,--output", outPath, "safetensors file to write")->required();
+    commands.emplace_back(cmd, [] {
+      rt::HostTensor x, y;
+      std::vector<std::string> classNames;
+      if (name == "fashion-mnist") {
+        rt::ImageDataset d = rt::loadFashionMnist(split == "train" ? rt::Split::Train : rt::Split::Test);
+        x = std::move(d.images), y = std::move(d.labels), classNames = std::move(d.classNames);
+      } else {
+        rt::TabularDataset d = rt::loadDigits();
+        x = std::move(d.features), y = std::move(d.labels), classNames = std::move(d.classNames);
+      }
+      x = takeRows(x, offset, limit);
+      y = takeRows(y, offset, limit);
+      if (flatten && x.rank() > 2) x = reshapeRows(x);
+      rt::Metadata meta{{"dataset", name}, {"class_names", fmt::format("{}", fmt::join(classNames, "\n"))}};
+      rt::saveSafetensors(outPath, {{xName, x}, {yName, y}}, meta);
+      std::fprintf(stderr, "wrote %s: %s %s, %s %s\n", outPath.c_str(), xName.c_str(), x.typeStr().c_str(),
+                   yName.c_str(), y.typeStr().c_str());
+      return 0;
+    });
+  }
+}
+
+}  // namespace kiln::cli

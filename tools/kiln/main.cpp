@@ -1,0 +1,44 @@
+// kiln — the command line of the kiln deep-learning compiler. See docs/CLI.md.
+#include "tools/kiln/Commands.h"
+
+#include "support/Error.h"
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: a deep-learning compiler (graph IR, autodiff, LLVM and CUDA backends)", "kiln"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1");
+  std::vector<std::pair<CLI::App*, kiln::cli::RunFn>> commands;
+  kiln::cli::addModelCommands(app, commands);
+  kiln::cli::addRunCommands(app, commands);
+  kiln::cli::addDeviceCommands(app, commands);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and a hint to stderr
+    return 2;
+  }
+
+  for (auto& [sub, run] : commands) {
+    if (!sub->parsed()) continue;
+    try {
+      return run();
+    } catch (const kiln::Error& e) {
+      std::fprintf(stderr, "kiln %s: error: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "kiln %s: error: out of memory\n", sub->get_name().c_str());
+      return 1;
+    }
+  }
+  return 2;
+}
