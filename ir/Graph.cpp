@@ -34,10 +34,8 @@ bool validName(const std::string& n) {
 void Graph::claimName(const std::string& name, const SourceLoc& loc) {
   if (!validName(name))
     throw Error(loc, fmt::format("invalid value name '{}' (use letters, digits, '_' and '.')", name));
-  auto it = std::lower_bound(usedNames_.begin(), usedNames_.end(), name);
-  if (it != usedNames_.end() && *it == name)
+  if (!usedNames_.insert(name).second)
     throw Error(loc, fmt::format("the name '%{}' is already defined in graph '{}'", name, name_));
-  usedNames_.insert(it, name);
 }
 
 Value* Graph::newValue(TensorType type, ValueKind kind, std::string name) {

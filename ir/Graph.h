@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::ir {
@@ -122,7 +123,7 @@ class Graph {
   std::vector<Value*> inputs_;
   std::vector<Param> params_;
   std::vector<Output> outputs_;
-  std::vector<std::string> usedNames_;  // sorted; for uniqueness checks
+  std::unordered_set<std::string> usedNames_;  // for uniqueness checks
 };
 
 }  // namespace kiln::ir

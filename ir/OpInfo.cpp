@@ -238,7 +238,9 @@ TensorType inferType(const OpInfo& info, std::span<const TensorType> operands, s
   KILN_ASSERT(attrs.size() == info.attrs.size(), "op '{}': {} attributes for a schema of {}", info.name,
               attrs.size(), info.attrs.size());
   InferContext ctx{info, operands, attrs, loc};
-  return info.infer(ctx);
+  TensorType result = info.infer(ctx);
+  rules::checkResultSize(ctx, result);
+  return result;
 }
 
 }  // namespace kiln::ir

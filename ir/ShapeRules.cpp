@@ -48,13 +48,22 @@ Shape broadcastAll(const InferContext& ctx, size_t first) {
   return out;
 }
 
+// Window arithmetic in 128 bits: attributes come from users and files and may be huge.
 int64_t windowOut(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-  int64_t eff = dil * (k - 1) + 1;
-  int64_t span = in + 2 * pad - eff;
-  return span < 0 ? 0 : span / stride + 1;
+  __int128 eff = static_cast<__int128>(dil) * (k - 1) + 1;
+  __int128 span = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad) - eff;
+  return span < 0 ? 0 : static_cast<int64_t>(span / stride + 1);
+}
+
+void checkBounded(const InferContext& ctx, const Ints& values, std::string_view what) {
+  for (int64_t v : values) ctx.check(v <= kMaxElements, "{} {} is too large", what, v);
 }
 
 }  // namespace
+
+void checkResultSize(const InferContext& ctx, const TensorType& result) {
+  checkShapeAttr(ctx, result.shape, "result shape");
+}
 
 // ---- elementwise -------------------------------------------------------------------------------
 
@@ -180,7 +189,7 @@ TensorType inferSlice(const InferContext& ctx) {
     ctx.check(sp[i] >= 1, "step {} of dimension {} must be >= 1", sp[i], i);
     ctx.check(0 <= st[i] && st[i] <= en[i] && en[i] <= x.shape[i],
               "slice [{}, {}) of dimension {} is outside 0..{}", st[i], en[i], i, x.shape[i]);
-    out.push_back((en[i] - st[i] + sp[i] - 1) / sp[i]);
+    out.push_back(static_cast<int64_t>((static_cast<__int128>(en[i]) - st[i] + sp[i] - 1) / sp[i]));
   }
   return {x.dtype, out};
 }
@@ -205,6 +214,8 @@ TensorType inferPad(const InferContext& ctx) {
   const Ints &lo = ctx.getInts("low"), &hi = ctx.getInts("high");
   ctx.check(static_cast<int64_t>(lo.size()) == x.rank() && hi.size() == lo.size(),
             "low and high need one entry per dimension ({})", x.rank());
+  checkBounded(ctx, lo, "padding");
+  checkBounded(ctx, hi, "padding");
   Shape out = x.shape;
   for (size_t i = 0; i < lo.size(); ++i) {
     ctx.check(lo[i] >= 0 && hi[i] >= 0, "padding must be non-negative");
@@ -261,6 +272,8 @@ TensorType inferConv2d(const InferContext& ctx) {
   const Ints &st = ctx.getInts("stride"), &pad = ctx.getInts("padding"), &dil = ctx.getInts("dilation");
   int64_t g = ctx.getInt("groups");
   ctx.check(st.size() == 2 && pad.size() == 2 && dil.size() == 2, "stride, padding and dilation need 2 entries");
+  checkBounded(ctx, pad, "padding");
+  checkBounded(ctx, dil, "dilation");
   ctx.check(st[0] >= 1 && st[1] >= 1 && dil[0] >= 1 && dil[1] >= 1 && pad[0] >= 0 && pad[1] >= 0,
             "stride and dilation must be >= 1 and padding >= 0");
   ctx.check(g >= 1 && x.shape[1] % g == 0 && w.shape[0] % g == 0, "groups {} must divide input channels {} and "
@@ -279,6 +292,7 @@ TensorType inferPool2d(const InferContext& ctx) {
   ctx.check(x.rank() == 4, "input must be NCHW");
   const Ints &k = ctx.getInts("kernel"), &st = ctx.getInts("stride"), &pad = ctx.getInts("padding");
   ctx.check(k.size() == 2 && st.size() == 2 && pad.size() == 2, "kernel, stride and padding need 2 entries");
+  checkBounded(ctx, pad, "padding");
   ctx.check(k[0] >= 1 && k[1] >= 1 && st[0] >= 1 && st[1] >= 1, "kernel and stride must be >= 1");
   ctx.check(pad[0] >= 0 && pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1],
             "padding must be between 0 and half the kernel");

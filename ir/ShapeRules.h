@@ -40,4 +40,7 @@ KILN_RULE(inferEmbedding)
 KILN_RULE(inferAttention)
 #undef KILN_RULE
 
+/// Every result: non-negative dimensions and at most 2^48 elements (so byte counts never overflow).
+void checkResultSize(const InferContext& ctx, const TensorType& result);
+
 }  // namespace kiln::ir::rules

@@ -52,6 +52,7 @@ Value* adoptName(ir::Graph& g, Value* v, const std::string& name, size_t firstNe
   std::unique_ptr<ir::Node> last = std::move(nodes.back());
   nodes.pop_back();
   ir::TensorType type = last->result->type;
+  last->result->producer = nullptr;  // the twin outlives its node inside the graph's value list
   return g.addNodeRaw(last->op, std::move(last->operands), std::move(last->attrs), std::move(type),
                       std::move(last->loc), name);
 }

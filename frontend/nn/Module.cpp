@@ -17,17 +17,17 @@ std::string Module::label() const {
 
 void Module::checkFreshName(const std::string& name) const {
   KILN_CHECK(!name.empty() && name.find('.') == std::string::npos,
-             "module '{}': invalid member name '{}' (must be non-empty, without '.')", fullName(), name);
+             "{}: invalid member name '{}' (must be non-empty, without '.')", label(), name);
   bool taken = std::any_of(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; }) ||
                std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p->name == name; });
-  KILN_CHECK(!taken, "module '{}' already has a member named '{}'", fullName(), name);
+  KILN_CHECK(!taken, "{} already has a member named '{}'", label(), name);
 }
 
 void Module::attach(const std::string& name, std::shared_ptr<Module> m) {
-  KILN_CHECK(m != nullptr, "module '{}': cannot register a null module as '{}'", fullName(), name);
+  KILN_CHECK(m != nullptr, "{}: cannot register a null module as '{}'", label(), name);
   checkFreshName(name);
-  KILN_CHECK(m->parent_ == nullptr, "module '{}' is already registered under '{}'", m->fullName(),
-             m->parent_ ? m->parent_->fullName() : "");
+  KILN_CHECK(m->parent_ == nullptr, "cannot register {} as '{}': it is already registered as '{}'", m->typeName(), name,
+             m->fullName());
   for (const Module* a = this; a != nullptr; a = a->parent_)
     KILN_CHECK(a != m.get(), "registering '{}' would make a module its own ancestor", name);
   m->name_ = name;
@@ -39,7 +39,7 @@ void Module::attach(const std::string& name, std::shared_ptr<Module> m) {
 const ParamSlot& Module::registerParameter(const std::string& name, Shape shape, Init init, DType dtype) {
   checkFreshName(name);
   for (ir::Dim d : shape)
-    KILN_CHECK(d >= 0, "parameter '{}' of module '{}': negative dimension in {}", name, fullName(),
+    KILN_CHECK(d >= 0, "parameter '{}' of {}: negative dimension in {}", name, label(),
                ir::shapeStr(shape));
   params_.push_back(std::make_unique<ParamSlot>(ParamSlot{name, std::move(shape), dtype, init}));
   return *params_.back();
@@ -87,7 +87,12 @@ const Module& Module::root() const {
 
 Tensor Module::param(Tracer& t, std::string_view name) const {
   auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p->name == name; });
-  KILN_ASSERT(it != params_.end(), "module '{}' ({}) has no parameter '{}'", fullName(), typeName(), name);
+  if (it == params_.end()) {
+    std::vector<std::string_view> names;
+    for (const auto& p : params_) names.push_back(p->name);
+    KILN_THROW("{} has no parameter '{}' (its own parameters: {})", label(), name,
+               names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+  }
   const ParamSlot* slot = it->get();
   if (ir::Value* v = t.lookupParam(slot)) return Tensor(&t, v);
   // First use of this tree in `t`: declare every parameter of the tree, in PyTorch order.
@@ -108,7 +113,7 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modul
 }
 
 UnaryModule& Sequential::operator[](size_t i) const {
-  KILN_CHECK(i < layers_.size(), "Sequential '{}': index {} is out of range (size {})", fullName(), i,
+  KILN_CHECK(i < layers_.size(), "{}: index {} is out of range (size {})", label(), i,
              layers_.size());
   return *layers_[i];
 }

@@ -155,6 +155,9 @@ TEST(Modules, RegistrationMistakes) {
   nn::Linear fc(2, 2);
   EXPECT_TRUE(contains(errorOf([&] { fc.registerParameter("weight", {1}, init::zeros()); }), "already has a member"));
   EXPECT_TRUE(contains(errorOf([&] { fc.registerParameter("a.b", {1}, init::zeros()); }), "invalid member name"));
+  Tracer t;
+  EXPECT_TRUE(contains(errorOf([&] { fc.param(t, "weights"); }),
+                       "Linear has no parameter 'weights' (its own parameters: weight, bias)"));
   auto child = std::make_shared<nn::ReLU>();
   nn::Sequential s1, s2;
   s1.push_back(child);

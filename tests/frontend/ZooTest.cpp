@@ -2,6 +2,8 @@
 // docs/MODELS.md lists exactly each model's inputs, parameters and outputs.
 #include "FrontendTestUtil.h"
 
+#include "ir/Parser.h"
+#include "ir/Printer.h"
 #include "ir/Verifier.h"
 
 #include <fstream>
@@ -52,6 +54,13 @@ TEST(Zoo, EveryModelBuildsAndVerifies) {
         }
       }
     }
+  }
+}
+
+TEST(Zoo, EveryModelRoundTripsThroughText) {
+  for (const std::string& name : zooModelNames()) {
+    std::string text = ir::printGraph(buildZooModel(name, {.batch = 2}));
+    EXPECT_EQ(ir::printGraph(ir::parseGraph(text, name + ".kir")), text) << name;
   }
 }
 

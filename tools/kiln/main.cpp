@@ -3,6 +3,8 @@
 
 #include "support/Error.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <exception>
 
@@ -14,6 +16,22 @@ int main(int argc, char** argv) {
   kiln::cli::addModelCommands(app, commands);
   kiln::cli::addRunCommands(app, commands);
   kiln::cli::addDeviceCommands(app, commands);
+
+  // CLI11 reports an unknown command only as "a subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string first = argv[1];
+    bool known = false;
+    std::vector<std::string> names;
+    for (auto& [sub, run] : commands) {
+      names.push_back(sub->get_name());
+      known |= sub->get_name() == first;
+    }
+    if (!known) {
+      std::fprintf(stderr, "kiln: unknown command '%s' (commands: %s); see kiln --help\n", first.c_str(),
+                   fmt::format("{}", fmt::join(names, ", ")).c_str());
+      return 2;
+    }
+  }
 
   try {
     app.parse(argc, argv);
