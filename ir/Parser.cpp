@@ -153,7 +153,10 @@ class Parser {
     if (!(inferred == type))
       failAt(typeTok, fmt::format("{}: result type {} does not match the inferred type {}", describeOp(info, types),
                                   type.str(), inferred.str()));
-    define(name, g.addNodeRaw(*op, std::move(operands), std::move(attrs), type, loc, name.text));
+    // A purely numeric name is the printer's numbering of an unnamed value: keep the value
+    // unnamed, so passes that add nodes get a clean sequential numbering when printed again.
+    bool numbered = std::all_of(name.text.begin(), name.text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    define(name, g.addNodeRaw(*op, std::move(operands), std::move(attrs), type, loc, numbered ? "" : name.text));
   }
 
   // ---- pieces --------------------------------------------------------------------------------
