@@ -60,7 +60,7 @@ void BM_InterpretMnistMlp(benchmark::State& state) {
   auto params = kiln::interp::initializeParams(g);
   for (auto _ : state) benchmark::DoNotOptimize(kiln::interp::run(g, inputs, params));
   // Forward FLOPs of the two matmuls.
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * o.batch * (784 * 128 + 128 * 10) * state.iterations(),
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * o.batch * (784 * 128 + 128 * 10) * state.iterations(),
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 

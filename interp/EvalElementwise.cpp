@@ -143,10 +143,12 @@ HostTensor evalSelect(const ir::Node& node, Operands ops) {
   return out;
 }
 
-// Integer sources convert from the exact int64 value, so i64 beyond 2^53 rounds once (to f32 or
-// f64) instead of twice; f16/bf16 go through f32, as every other conversion to them does.
+// Integer sources convert from the exact int64 value, so i64 beyond 2^53 rounds once: directly to
+// f64 or f32, and to f16/bf16 through a round-to-odd f32 that the store then rounds exactly.
 double intToFloat(int64_t v, DType to) {
-  return to == DType::f64 ? static_cast<double>(v) : static_cast<double>(static_cast<float>(v));
+  if (to == DType::f64) return static_cast<double>(v);
+  if (to == DType::f32) return static_cast<double>(static_cast<float>(v));
+  return static_cast<double>(roundToOddF32(v));
 }
 
 // Integer → integer narrowing saturates like float → integer (storeFromDouble's rule).

@@ -130,10 +130,14 @@ std::vector<AttrSpec> parseSchema(std::string_view schema) {
 
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> table;
-#define KILN_OP(Enum, Name, MinOps, MaxOps, Flags, Schema, Infer, Doc) \
-  table.push_back(OpInfo{OpKind::Enum, Name, MinOps, MaxOps, static_cast<uint32_t>(Flags), parseSchema(Schema), &rules::Infer, Doc});
+  std::string_view group;
+#define KILN_OP_GROUP(title) group = title;
+#define KILN_OP(Enum, Name, MinOps, MaxOps, Flags, Schema, Infer, Doc)                                       \
+  table.push_back(OpInfo{OpKind::Enum, Name, MinOps, MaxOps, static_cast<uint32_t>(Flags), parseSchema(Schema), \
+                         &rules::Infer, Doc, group});
 #include "ir/Ops.def"
 #undef KILN_OP
+#undef KILN_OP_GROUP
   return table;
 }
 
@@ -158,6 +162,18 @@ std::optional<OpKind> opFromName(std::string_view name) {
   for (const OpInfo& info : table())
     if (info.name == name) return info.kind;
   return std::nullopt;
+}
+
+std::vector<std::string_view> flagNames(uint32_t flags) {
+  static constexpr std::pair<OpFlag, std::string_view> kNames[] = {
+      {kElementwise, "elementwise"}, {kUnary, "unary"},       {kBinary, "binary"},         {kTernary, "ternary"},
+      {kCommutative, "commutative"}, {kComparison, "comparison"}, {kReduction, "reduction"}, {kMovement, "movement"},
+      {kContraction, "contraction"}, {kWindow, "window"},     {kSource, "source"},         {kRandom, "random"},
+      {kComposite, "composite"},     {kLoss, "loss"}};
+  std::vector<std::string_view> out;
+  for (const auto& [flag, name] : kNames)
+    if (flags & flag) out.push_back(name);
+  return out;
 }
 
 std::string describeOp(const OpInfo& info, std::span<const TensorType> operands) {

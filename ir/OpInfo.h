@@ -57,6 +57,8 @@ struct OpInfo {
   std::vector<AttrSpec> attrs;
   InferFn infer;
   std::string_view doc;
+  std::string_view group;  // the KILN_OP_GROUP it is listed under
+
 
   bool has(uint32_t f) const { return (flags & f) == f; }
   /// Index of attribute `name` in the schema, or -1.
@@ -96,6 +98,9 @@ struct InferContext {
  private:
   const AttrValue& get(std::string_view n) const;
 };
+
+/// The names of the flags set in `flags`, in bit order: {"elementwise", "unary", …}.
+std::vector<std::string_view> flagNames(uint32_t flags);
 
 /// Formats the standard error prefix: "op 'matmul' with operands (f32[2,3], f32[4,5])".
 std::string describeOp(const OpInfo& info, std::span<const TensorType> operands);

@@ -9,6 +9,7 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools libzstd-dev libedit-dev zlib1g-dev
   libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  python3-torch python3-numpy   # the oracle of tests/interop (PyTorch parity of the zoo models)
 )
 
 missing=()

@@ -80,6 +80,29 @@ uint16_t floatToBFloat16(float f) {
 float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 namespace {
+float makeOdd(float rounded, bool inexact, bool roundedAwayFromZero) {
+  if (!inexact || std::isinf(rounded)) return rounded;
+  if (roundedAwayFromZero) rounded = std::nextafter(rounded, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(rounded) | 1u);
+}
+}  // namespace
+
+float roundToOddF32(double v) {
+  float f = static_cast<float>(v);
+  if (std::isnan(v)) return f;
+  // Beyond f32's range the value overflows to ±inf whichever way it is rounded.
+  return makeOdd(f, static_cast<double>(f) != v, std::fabs(static_cast<double>(f)) > std::fabs(v));
+}
+
+float roundToOddF32(int64_t v) {
+  float f = static_cast<float>(v);  // correctly rounded (once) from the exact integer
+  __int128 back = static_cast<__int128>(f);
+  __int128 exact = v;
+  auto magnitude = [](__int128 x) { return x < 0 ? -x : x; };
+  return makeOdd(f, back != exact, magnitude(back) > magnitude(exact));
+}
+
+namespace {
 template <typename I>
 I saturatingInt(double v) {
   if (std::isnan(v)) return 0;
@@ -106,8 +129,8 @@ void storeFromDouble(DType t, void* p, double v) {
   switch (t) {
     case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
     case DType::f64: std::memcpy(p, &v, 8); return;
-    case DType::f16: { uint16_t h = floatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); return; }
-    case DType::bf16: { uint16_t h = floatToBFloat16(static_cast<float>(v)); std::memcpy(p, &h, 2); return; }
+    case DType::f16: { uint16_t h = floatToHalf(roundToOddF32(v)); std::memcpy(p, &h, 2); return; }
+    case DType::bf16: { uint16_t h = floatToBFloat16(roundToOddF32(v)); std::memcpy(p, &h, 2); return; }
     case DType::i32: { int32_t i = saturatingInt<int32_t>(v); std::memcpy(p, &i, 4); return; }
     case DType::i64: { int64_t i = saturatingInt<int64_t>(v); std::memcpy(p, &i, 8); return; }
     case DType::boolean: *static_cast<uint8_t*>(p) = v != 0 ? 1 : 0; return;

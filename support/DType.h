@@ -32,6 +32,12 @@ float halfToFloat(uint16_t h);
 uint16_t floatToBFloat16(float f);
 float bfloat16ToFloat(uint16_t b);
 
+/// `v` rounded to f32 with round-to-odd (truncate, then set the last bit when inexact). Rounding
+/// that result to f16 or bf16 (nearest even) equals rounding `v` to them directly — f32 keeps
+/// more than two extra bits — so conversions to 16-bit floats round once, never twice.
+float roundToOddF32(double v);
+float roundToOddF32(int64_t v);
+
 /// Reads/writes one element of type `t` at `p` as a double. Integers convert exactly up to 2^53;
 /// bool reads as 0/1 and writes `v != 0`. Float→integer writes truncate toward zero, saturate at
 /// the type's limits and write 0 for NaN (the documented semantics of `cast`).

@@ -12,10 +12,13 @@ Value* decomposeCrossEntropy(Builder& b, const ir::Node& node, std::span<Value* 
   int64_t classAxis = logits->type.rank() - 1;
   Value* logProbs = b.logSoftmax(logits, classAxis);
   // Selecting each row's label through a one-hot mask keeps the whole loss elementwise plus one
-  // reduction, which fuses into a single kernel; a label out of range selects nothing (loss 0).
+  // reduction, which fuses into a single kernel. A select rather than a multiply, so a -inf logit
+  // of another class (a masked class) gives 0, not -inf * 0 = NaN. A label out of range selects
+  // nothing (loss 0), as documented at the op.
   Value* hot = b.op(OpKind::OneHot, {labels},
-                    {{"num_classes", logits->type.shape[classAxis]}, {"dtype", logits->type.dtype}});
-  Value* picked = b.reduce(OpKind::ReduceSum, b.mul(logProbs, hot), {classAxis}, false);
+                    {{"num_classes", logits->type.shape[classAxis]}, {"dtype", DType::boolean}});
+  Value* masked = b.op(OpKind::Select, {hot, logProbs, b.constant(0.0, logits->type.dtype)});
+  Value* picked = b.reduce(OpKind::ReduceSum, masked, {classAxis}, false);
   return b.reduceLoss(b.unary(OpKind::Neg, picked), node.attrStr("reduction"));
 }
 

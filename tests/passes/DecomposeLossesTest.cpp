@@ -2,6 +2,8 @@
 // tolerances.
 #include "DecomposeHelpers.h"
 
+#include <limits>
+
 namespace kiln::testing {
 namespace {
 
@@ -26,6 +28,15 @@ TEST(DecomposeCrossEntropy, ConfidentAndUniformRows) {
   rt::HostTensor labels = rt::HostTensor::fromDoubles(DType::i32, {2}, {1, 0});
   expectValues(evalDecomposed(OpKind::CrossEntropy, {logits, labels}, kNone),
                {0.6931471805599453, 2.0611536900435727e-09}, kF64Tol);
+}
+
+TEST(DecomposeCrossEntropy, MaskedClassesAndOutOfRangeLabels) {
+  // Row 0 masks class 1 with -inf: softmax over {1, 2} gives -log(e/(e+e^2)) = log(1+e) for label 0.
+  // Row 1's label 7 is outside [0, 3): it contributes 0 (documented at the op).
+  const double inf = std::numeric_limits<double>::infinity();
+  rt::HostTensor logits = f32({2, 3}, {1, -inf, 2, 0, 0, 0});
+  rt::HostTensor labels = i64({2}, {0, 7});
+  expectValues(evalDecomposed(OpKind::CrossEntropy, {logits, labels}, kNone), {1.3132616875182228, 0}, kF32Tol);
 }
 
 TEST(DecomposeMse, Reductions) {

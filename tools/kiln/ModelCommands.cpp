@@ -54,6 +54,58 @@ std::string summarize(const ir::Graph& g) {
                      fmt::join(outs, ", "));
 }
 
+std::string operandCount(const ir::OpInfo& info) {
+  if (info.minOperands == info.maxOperands) return fmt::format("{}", info.minOperands);
+  if (info.maxOperands < 0) return fmt::format("{}+", info.minOperands);
+  return fmt::format("{}–{}", info.minOperands, info.maxOperands);
+}
+
+/// "`axes`: ints", "`keepdim`: bool = `false`", "`approximate`: str {none | tanh} = `"none"`".
+std::string attrSummary(const ir::AttrSpec& a, std::string_view bar) {
+  std::string kind(ir::attrKindName(a.kind));
+  if (!a.choices.empty()) kind += fmt::format(" {{{}}}", fmt::join(a.choices, bar));
+  std::string s = fmt::format("`{}`: {}", a.name, kind);
+  if (a.hasDefault) s += fmt::format(" = `{}`", ir::printAttrValue(a.defaultValue));
+  return s;
+}
+
+std::string escapeCell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|' || c == '*') out += '\\';  // table separator, emphasis
+    out += c;
+  }
+  return out;
+}
+
+/// The op reference of docs/IR.md, one table per KILN_OP_GROUP (a test keeps the doc in sync).
+std::string opReferenceMarkdown() {
+  std::string out;
+  std::string_view group;
+  for (const ir::OpInfo& info : ir::allOps()) {
+    if (info.group != group) {
+      group = info.group;
+      out += fmt::format("\n### {}\n\n| op | operands | attributes | flags | semantics |\n|---|---|---|---|---|\n", group);
+    }
+    std::vector<std::string> attrs;
+    for (const ir::AttrSpec& a : info.attrs) attrs.push_back(attrSummary(a, " \\| "));
+    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", info.name, operandCount(info),
+                       attrs.empty() ? std::string("—") : fmt::format("{}", fmt::join(attrs, ", ")),
+                       fmt::join(ir::flagNames(info.flags), ", "), escapeCell(info.doc));
+  }
+  return out;
+}
+
+std::string opListText() {
+  std::string out;
+  for (const ir::OpInfo& info : ir::allOps()) {
+    std::vector<std::string> attrs;
+    for (const ir::AttrSpec& a : info.attrs) attrs.push_back(attrSummary(a, "|"));
+    out += fmt::format("{:<16} {:<4} {}\n    {}\n", info.name, operandCount(info), fmt::join(attrs, ", "), info.doc);
+  }
+  return out + fmt::format("{} ops\n", ir::kNumOps);
+}
+
 std::vector<std::string> splitCommaList(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -123,28 +175,9 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   {
     auto* cmd = app.add_subcommand("ops", "List the IR's ops with their attributes and semantics");
     static bool markdown = false;
-    cmd->add_flag("--markdown", markdown, "print a Markdown table");
+    cmd->add_flag("--markdown", markdown, "print docs/IR.md's op reference tables");
     commands.emplace_back(cmd, [] {
-      if (markdown) std::printf("| op | operands | attributes | semantics |\n|---|---|---|---|\n");
-      for (const ir::OpInfo& info : ir::allOps()) {
-        std::vector<std::string> attrs;
-        for (const ir::AttrSpec& a : info.attrs)
-          attrs.push_back(a.hasDefault ? fmt::format("{}: {} = {}", a.name, ir::attrKindName(a.kind),
-                                                     ir::printAttrValue(a.defaultValue))
-                                       : fmt::format("{}: {}", a.name, ir::attrKindName(a.kind)));
-        std::string arity = info.minOperands == info.maxOperands ? fmt::format("{}", info.minOperands)
-                            : info.maxOperands < 0 ? fmt::format("{}+", info.minOperands)
-                                                   : fmt::format("{}-{}", info.minOperands, info.maxOperands);
-        std::string kind = info.has(ir::kComposite) ? " (composite)" : "";
-        if (markdown)
-          std::printf("| `%s`%s | %s | %s | %s |\n", std::string(info.name).c_str(), kind.c_str(), arity.c_str(),
-                      fmt::format("{}", fmt::join(attrs, ", ")).c_str(), std::string(info.doc).c_str());
-        else
-          std::printf("%-16s %-5s %s%s\n    %s\n", std::string(info.name).c_str(), arity.c_str(),
-                      fmt::format("{}", fmt::join(attrs, ", ")).c_str(), kind.c_str(),
-                      std::string(info.doc).c_str());
-      }
-      std::fprintf(stderr, "%d ops\n", ir::kNumOps);
+      std::fputs(markdown ? opReferenceMarkdown().c_str() : opListText().c_str(), stdout);
       return 0;
     });
   }
