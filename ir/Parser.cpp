@@ -4,6 +4,8 @@
 // points at the node's line in the .kir file, not at the loc(...) it carries.
 #include "ir/Parser.h"
 
+#include "support/File.h"
+
 #include "ir/Lexer.h"
 #include "ir/Verifier.h"
 
@@ -378,13 +380,6 @@ Graph parseGraph(std::string_view src, std::string_view fileName) {
   return g;
 }
 
-Graph parseGraphFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in, "cannot open '{}'", path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  KILN_CHECK(!in.bad(), "cannot read '{}'", path);
-  return parseGraph(buf.str(), path);
-}
+Graph parseGraphFile(const std::string& path) { return parseGraph(readTextFile(path), path); }
 
 }  // namespace kiln::ir

@@ -2,51 +2,10 @@
 
 #include "support/Error.h"
 
-#include <atomic>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 namespace kiln::rt {
-
-namespace {
-
-std::string osReason() { return std::strerror(errno); }
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-}  // namespace
-
-std::vector<std::byte> readFileBytes(const std::string& path) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) KILN_THROW("cannot open '{}': {}", path, osReason());
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0) KILN_THROW("cannot stat '{}': {}", path, osReason());
-  if (S_ISDIR(st.st_mode)) KILN_THROW("cannot read '{}': it is a directory", path);
-  std::vector<std::byte> out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
-  std::byte buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(f.fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      KILN_THROW("cannot read '{}': {}", path, osReason());
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
-  }
-  return out;
-}
 
 std::vector<std::byte> gunzip(std::span<const std::byte> bytes, const std::string& what, uint64_t maxBytes) {
   std::vector<std::byte> out;
@@ -120,48 +79,6 @@ std::vector<std::byte> readMaybeGzipFile(const std::string& path, uint64_t maxBy
   if (raw.size() >= 2 && raw[0] == std::byte{0x1f} && raw[1] == std::byte{0x8b})
     return gunzip(raw, "'" + path + "'", maxBytes);
   return raw;
-}
-
-void writeFileAtomically(const std::string& path, std::span<const std::byte> bytes) {
-  static std::atomic<unsigned> counter{0};
-  std::string tmp;
-  Fd f;
-  for (int attempt = 0; attempt < 100 && f.fd < 0; ++attempt) {
-    tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-    // 0666 minus the umask: the same permissions a plain fopen would give the final file.
-    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (f.fd < 0 && errno != EEXIST) KILN_THROW("cannot write '{}': cannot create '{}': {}", path, tmp, osReason());
-  }
-  if (f.fd < 0) KILN_THROW("cannot write '{}': no free temporary file name next to it", path);
-  auto failAndRemove = [&](const std::string& what) {
-    std::string reason = osReason();
-    ::close(f.fd);
-    f.fd = -1;
-    ::unlink(tmp.c_str());
-    KILN_THROW("cannot write '{}': {}: {}", path, what, reason);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      failAndRemove("write failed");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(f.fd) != 0) failAndRemove("fsync failed");
-  int fd = f.fd;
-  f.fd = -1;
-  if (::close(fd) != 0) {
-    std::string reason = osReason();
-    ::unlink(tmp.c_str());
-    KILN_THROW("cannot write '{}': close failed: {}", path, reason);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string reason = osReason();
-    ::unlink(tmp.c_str());
-    KILN_THROW("cannot write '{}': rename from '{}' failed: {}", path, tmp, reason);
-  }
 }
 
 }  // namespace kiln::rt

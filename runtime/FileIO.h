@@ -1,5 +1,7 @@
-// Whole-file reads and atomic writes with kiln::Error messages that name the file and the OS reason.
+// Gzip-aware file reading for the data set readers (plain reads and atomic writes: support/File.h).
 #pragma once
+
+#include "support/File.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -9,8 +11,8 @@
 
 namespace kiln::rt {
 
-/// The bytes of a file. Throws kiln::Error "cannot open 'PATH': REASON" and the like.
-std::vector<std::byte> readFileBytes(const std::string& path);
+using kiln::readFileBytes;         // support/File.h
+using kiln::writeFileAtomically;
 
 /// The bytes of a file, decompressed when it is gzip data (recognised by its magic bytes 1f 8b, not
 /// by its name, so a mis-named file still reads). A corrupt or truncated gzip stream and output
@@ -23,8 +25,5 @@ std::vector<std::byte> gunzip(std::span<const std::byte> bytes, const std::strin
 /// Gzip-compresses `bytes` (deterministic: no file name or time stamp in the gzip header).
 std::vector<std::byte> gzip(std::span<const std::byte> bytes);
 
-/// Writes `bytes` to a fresh temporary file next to `path`, flushes it to disk and renames it over
-/// `path`. On any failure the temporary file is removed, `path` is untouched, and kiln::Error says why.
-void writeFileAtomically(const std::string& path, std::span<const std::byte> bytes);
 
 }  // namespace kiln::rt

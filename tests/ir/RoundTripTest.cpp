@@ -220,7 +220,13 @@ TEST(Parse, MissingFileIsAnError) {
     parseGraphFile("/nonexistent/model.kir");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "cannot open '/nonexistent/model.kir'");
+    EXPECT_STREQ(e.what(), "cannot open '/nonexistent/model.kir': No such file or directory");
+  }
+  try {
+    parseGraphFile("/");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot read '/': it is a directory");
   }
 }
 

@@ -16,9 +16,7 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
 void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 
-/// Reads a whole text file; a missing file is a kiln::Error naming it.
-std::string readTextFile(const std::string& path);
-/// Writes `text` to `path`, or to stdout when path is "-" or empty.
+/// Writes `text` to `path` atomically, or to stdout when path is "-" or empty.
 void writeTextOutput(const std::string& path, const std::string& text);
 
 }  // namespace kiln::cli

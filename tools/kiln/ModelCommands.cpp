@@ -6,38 +6,21 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "support/File.h"
 
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 namespace kiln::cli {
-
-std::string readTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "cannot open '{}' for reading", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void writeTextOutput(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return;
   }
-  // Write next to the target and rename, so a failure never leaves half a file behind.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(out.good(), "cannot open '{}' for writing", path);
-    out << text;
-    out.flush();
-    KILN_CHECK(out.good(), "failed writing '{}'", path);
-  }
-  KILN_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot write '{}'", path);
+  writeFileAtomically(path, text);
 }
 
 namespace {
@@ -118,49 +101,58 @@ std::vector<std::string> splitCommaList(const std::string& s) {
 
 void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   {
+    struct Options {
+      std::string model, out = "-";
+      kiln::ZooOptions zoo;
+      bool noLoss = false;
+    };
+    auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("export", "Trace a zoo model to .kir text");
-    static std::string model, out = "-";
-    static kiln::ZooOptions opts;
-    static bool noLoss = false;
-    cmd->add_option("MODEL", model, "zoo model (see `kiln models`)")->required();
-    cmd->add_option("-o,--output", out, "output .kir file ('-' = stdout)");
-    cmd->add_option("--batch", opts.batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    cmd->add_option("--seed", opts.seed, "seed of the parameter initializers");
-    cmd->add_flag("--no-loss", noLoss, "export the prediction only (no labels input, no loss output)");
-    commands.emplace_back(cmd, [cmd] {
-      opts.withLoss = !noLoss;
-      ir::Graph g = kiln::buildZooModel(model, opts);
-      writeTextOutput(out, ir::printGraph(g));
-      if (out != "-") std::fprintf(stderr, "wrote %s: %s\n", out.c_str(), summarize(g).c_str());
+    cmd->add_option("MODEL", o->model, "zoo model (see `kiln models`)")->required();
+    cmd->add_option("-o,--output", o->out, "output .kir file ('-' = stdout)");
+    cmd->add_option("--batch", o->zoo.batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--seed", o->zoo.seed, "seed of the parameter initializers");
+    cmd->add_flag("--no-loss", o->noLoss, "export the prediction only (no labels input, no loss output)");
+    commands.emplace_back(cmd, [o] {
+      o->zoo.withLoss = !o->noLoss;
+      ir::Graph g = kiln::buildZooModel(o->model, o->zoo);
+      writeTextOutput(o->out, ir::printGraph(g));
+      if (o->out != "-") std::fprintf(stderr, "wrote %s: %s\n", o->out.c_str(), summarize(g).c_str());
       return 0;
     });
   }
   {
+    struct Options {
+      std::string file;
+      bool print = false;
+    };
+    auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("check", "Parse and verify a .kir file");
-    static std::string file;
-    static bool print = false;
-    cmd->add_option("FILE", file, ".kir file")->required();
-    cmd->add_flag("--print", print, "print the graph back");
-    commands.emplace_back(cmd, [] {
-      ir::Graph g = ir::parseGraphFile(file);
-      if (print) std::fputs(ir::printGraph(g).c_str(), stdout);
-      std::printf("%s: ok, %s\n", file.c_str(), summarize(g).c_str());
+    cmd->add_option("FILE", o->file, ".kir file")->required();
+    cmd->add_flag("--print", o->print, "print the graph back");
+    commands.emplace_back(cmd, [o] {
+      ir::Graph g = ir::parseGraphFile(o->file);
+      if (o->print) std::fputs(ir::printGraph(g).c_str(), stdout);
+      std::printf("%s: ok, %s\n", o->file.c_str(), summarize(g).c_str());
       return 0;
     });
   }
   {
+    struct Options {
+      std::string file, passList, out = "-", dumpDir;
+    };
+    auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("opt", "Run passes on a .kir file and print the result");
-    static std::string file, passList, out = "-", dumpDir;
-    cmd->add_option("FILE", file, ".kir file")->required();
-    cmd->add_option("--passes", passList, "comma-separated pass names (see --list)")->required();
-    cmd->add_option("-o,--output", out, "output .kir file ('-' = stdout)");
-    cmd->add_option("--dump", dumpDir, "write the IR after every pass into this directory");
-    commands.emplace_back(cmd, [] {
-      ir::Graph g = ir::parseGraphFile(file);
+    cmd->add_option("FILE", o->file, ".kir file")->required();
+    cmd->add_option("--passes", o->passList, "comma-separated pass names (see `kiln passes`)")->required();
+    cmd->add_option("-o,--output", o->out, "output .kir file ('-' = stdout)");
+    cmd->add_option("--dump", o->dumpDir, "write the IR after every pass into this directory");
+    commands.emplace_back(cmd, [o] {
+      ir::Graph g = ir::parseGraphFile(o->file);
       passes::PassContext ctx;
-      ctx.dumpDir = dumpDir;
-      passes::runPipeline(g, splitCommaList(passList), ctx);
-      writeTextOutput(out, ir::printGraph(g));
+      ctx.dumpDir = o->dumpDir;
+      passes::runPipeline(g, splitCommaList(o->passList), ctx);
+      writeTextOutput(o->out, ir::printGraph(g));
       return 0;
     });
   }
@@ -173,11 +165,11 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     });
   }
   {
+    auto markdown = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("ops", "List the IR's ops with their attributes and semantics");
-    static bool markdown = false;
-    cmd->add_flag("--markdown", markdown, "print docs/IR.md's op reference tables");
-    commands.emplace_back(cmd, [] {
-      std::fputs(markdown ? opReferenceMarkdown().c_str() : opListText().c_str(), stdout);
+    cmd->add_flag("--markdown", *markdown, "print docs/IR.md's op reference tables");
+    commands.emplace_back(cmd, [markdown] {
+      std::fputs(*markdown ? opReferenceMarkdown().c_str() : opListText().c_str(), stdout);
       return 0;
     });
   }

@@ -13,6 +13,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 namespace kiln::cli {
@@ -93,36 +96,42 @@ rt::HostTensor reshapeRows(const rt::HostTensor& t) {
 
 void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   {
+    struct Options {
+      std::string file, inputsPath, weightsPath, outPath, target = "interp";
+      std::vector<std::string> argmaxOutputs;
+      bool print = false;
+    };
+    auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (reference interpreter)");
-    static std::string file, inputsPath, weightsPath, outPath, target = "interp";
-    static std::vector<std::string> argmaxOutputs;
-    static bool print = false;
-    cmd->add_option("FILE", file, ".kir file")->required();
-    cmd->add_option("--inputs", inputsPath, "safetensors file with one tensor per graph input");
-    cmd->add_option("--weights", weightsPath, "safetensors file with parameters (others use their initializers)");
-    cmd->add_option("--out", outPath, "write the outputs to this safetensors file");
-    cmd->add_option("--target", target, "where to run: interp (the reference interpreter)")
+    cmd->add_option("FILE", o->file, ".kir file")->required();
+    cmd->add_option("--inputs", o->inputsPath, "safetensors file with one tensor per graph input");
+    cmd->add_option("--weights", o->weightsPath, "safetensors file with parameters (others use their initializers)");
+    cmd->add_option("--out", o->outPath, "write the outputs to this safetensors file");
+    cmd->add_option("--target", o->target, "where to run: interp (the reference interpreter)")
         ->check(CLI::IsMember({"interp"}));
-    cmd->add_flag("--print", print, "print every output");
-    cmd->add_option("--argmax", argmaxOutputs, "print the per-row argmax of this [N, C] output");
-    commands.emplace_back(cmd, [] {
-      ir::Graph g = ir::parseGraphFile(file);
+    cmd->add_flag("--print", o->print, "print every output");
+    cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
+    commands.emplace_back(cmd, [o] {
+      ir::Graph g = ir::parseGraphFile(o->file);
+      for (const std::string& name : o->argmaxOutputs)
+        KILN_CHECK(g.findOutput(name) != nullptr, "--argmax: graph @{} has no output '{}'", g.name(), name);
       rt::NamedTensors inputs, weights;
       rt::Metadata meta;
-      if (!inputsPath.empty()) inputs = rt::loadSafetensors(inputsPath, &meta);
+      if (!o->inputsPath.empty()) inputs = rt::loadSafetensors(o->inputsPath, &meta);
       // Extra tensors in an inputs file (e.g. labels for a model exported without loss) are fine;
       // the interpreter gets exactly the graph's inputs.
       interp::TensorMap graphInputs;
       for (const ir::Value* in : g.inputs()) {
         auto it = inputs.find(in->name);
         KILN_CHECK(it != inputs.end(), "graph input '{}' ({}) is not in {}", in->name, in->type.str(),
-                   inputsPath.empty() ? std::string("the inputs (pass --inputs FILE.safetensors)") : inputsPath);
+                   o->inputsPath.empty() ? std::string("the inputs (pass --inputs FILE.safetensors)")
+                                         : o->inputsPath);
         graphInputs.emplace(in->name, it->second);
       }
-      if (!weightsPath.empty()) {
-        weights = rt::loadSafetensors(weightsPath);
+      if (!o->weightsPath.empty()) {
+        weights = rt::loadSafetensors(o->weightsPath);
         for (const auto& [name, t] : weights)
-          KILN_CHECK(g.findParam(name) != nullptr, "{}: '{}' is not a parameter of graph @{}", weightsPath, name,
+          KILN_CHECK(g.findParam(name) != nullptr, "{}: '{}' is not a parameter of graph @{}", o->weightsPath, name,
                      g.name());
       }
       auto t0 = std::chrono::steady_clock::now();
@@ -131,67 +140,79 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
       std::vector<std::string> classNames;
       if (auto it = meta.find("class_names"); it != meta.end()) classNames = splitLines(it->second);
-      for (const ir::Output& o : g.outputs()) {
-        const rt::HostTensor& t = outputs.at(o.name);
-        if (print) std::printf("%s: %s\n", o.name.c_str(), preview(t).c_str());
-      }
-      for (const std::string& name : argmaxOutputs) {
-        auto it = outputs.find(name);
-        KILN_CHECK(it != outputs.end(), "--argmax: graph @{} has no output '{}'", g.name(), name);
+      if (o->print)
+        for (const ir::Output& out : g.outputs())
+          std::printf("%s: %s\n", out.name.c_str(), preview(outputs.at(out.name)).c_str());
+      for (const std::string& name : o->argmaxOutputs) {
         std::printf("%s argmax:\n", name.c_str());
-        printArgmax(name, it->second, inputs, classNames);
+        printArgmax(name, outputs.at(name), inputs, classNames);
       }
-      if (!outPath.empty()) {
-        rt::NamedTensors out(outputs.begin(), outputs.end());
-        rt::saveSafetensors(outPath, out);
-        std::fprintf(stderr, "wrote %s\n", outPath.c_str());
+      if (!o->outPath.empty()) {
+        rt::saveSafetensors(o->outPath, rt::NamedTensors(outputs.begin(), outputs.end()));
+        std::fprintf(stderr, "wrote %s\n", o->outPath.c_str());
       }
       return 0;
     });
   }
   {
+    struct Options {
+      std::string file, outPath;
+    };
+    auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("init", "Write a graph's initial parameters to safetensors");
-    static std::string file, outPath;
-    cmd->add_option("FILE", file, ".kir file")->required();
-    cmd->add_option("-o,--output", outPath, "safetensors file to write")->required();
-    commands.emplace_back(cmd, [] {
-      ir::Graph g = ir::parseGraphFile(file);
+    cmd->add_option("FILE", o->file, ".kir file")->required();
+    cmd->add_option("-o,--output", o->outPath, "safetensors file to write")->required();
+    commands.emplace_back(cmd, [o] {
+      ir::Graph g = ir::parseGraphFile(o->file);
       interp::TensorMap params = interp::initializeParams(g);
-      rt::saveSafetensors(outPath, rt::NamedTensors(params.begin(), params.end()));
-      std::fprintf(stderr, "wrote %zu parameters of @%s to %s\n", params.size(), g.name().c_str(), outPath.c_str());
+      rt::saveSafetensors(o->outPath, rt::NamedTensors(params.begin(), params.end()));
+      std::fprintf(stderr, "wrote %zu parameters of @%s to %s\n", params.size(), g.name().c_str(),
+                   o->outPath.c_str());
       return 0;
     });
   }
   {
+    struct Options {
+      std::string name, split = "test", outPath, xName = "x", yName = "labels";
+      std::optional<int64_t> limit;
+      int64_t offset = 0;
+      bool flatten = false;
+    };
+    auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("dataset", "Write a slice of a data set to safetensors (inputs for `kiln run`)");
-    static std::string name, split = "test", outPath, xName = "x", yName = "labels";
-    static int64_t limit = -1, offset = 0;
-    static bool flatten = false;
-    cmd->add_option("NAME", name, "fashion-mnist or digits")->required()->check(CLI::IsMember({"fashion-mnist", "digits"}));
-    cmd->add_option("--split", split, "train or test (fashion-mnist)")->check(CLI::IsMember({"train", "test"}));
-    cmd->add_option("--limit", limit, "number of examples (default: all)");
-    cmd->add_option("--offset", offset, "first example")->check(CLI::NonNegativeNumber);
-    cmd->add_flag("--flatten", flatten, "images as [N, H*W] instead of [N, 1, H, W]");
-    cmd->add_option("--x-name", xName, "tensor name of the features");
-    cmd->add_option("--y-name", yName, "tensor name of the labels");
-    cmd->add_option("-o,--output", outPath, "safetensors file to write")->required();
-    commands.emplace_back(cmd, [] {
+    cmd->add_option("NAME", o->name, "fashion-mnist or digits")
+        ->required()
+        ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+    cmd->add_option("--split", o->split, "train or test (fashion-mnist)")->check(CLI::IsMember({"train", "test"}));
+    cmd->add_option("--limit", o->limit, "number of examples (default: all)")
+        ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()).description("a count >= 0"));
+    cmd->add_option("--offset", o->offset, "index of the first example")
+        ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()).description("an index >= 0"));
+    cmd->add_flag("--flatten", o->flatten, "images as [N, H*W] instead of [N, 1, H, W]");
+    cmd->add_option("--x-name", o->xName, "tensor name of the features");
+    cmd->add_option("--y-name", o->yName, "tensor name of the labels");
+    cmd->add_option("-o,--output", o->outPath, "safetensors file to write")->required();
+    commands.emplace_back(cmd, [o] {
       rt::HostTensor x, y;
       std::vector<std::string> classNames;
-      if (name == "fashion-mnist") {
-        rt::ImageDataset d = rt::loadFashionMnist(split == "train" ? rt::Split::Train : rt::Split::Test);
+      int64_t limit = o->limit.value_or(-1);
+      if (o->name == "fashion-mnist") {
+        // Read only what is needed: the first offset + limit images.
+        int64_t upTo = limit < 0 ? -1 : o->offset + limit;
+        rt::ImageDataset d = rt::loadFashionMnist(o->split == "train" ? rt::Split::Train : rt::Split::Test,
+                                                  rt::defaultFashionMnistDir(), upTo);
         x = std::move(d.images), y = std::move(d.labels), classNames = std::move(d.classNames);
       } else {
         rt::TabularDataset d = rt::loadDigits();
         x = std::move(d.features), y = std::move(d.labels), classNames = std::move(d.classNames);
       }
-      x = takeRows(x, offset, limit);
-      y = takeRows(y, offset, limit);
-      if (flatten && x.rank() > 2) x = reshapeRows(x);
-      rt::Metadata meta{{"dataset", name}, {"class_names", fmt::format("{}", fmt::join(classNames, "\n"))}};
-      rt::saveSafetensors(outPath, {{xName, x}, {yName, y}}, meta);
-      std::fprintf(stderr, "wrote %s: %s %s, %s %s\n", outPath.c_str(), xName.c_str(), x.typeStr().c_str(),
-                   yName.c_str(), y.typeStr().c_str());
+      x = takeRows(x, o->offset, limit);
+      y = takeRows(y, o->offset, limit);
+      if (o->flatten && x.rank() > 2) x = reshapeRows(x);
+      rt::Metadata meta{{"dataset", o->name}, {"class_names", fmt::format("{}", fmt::join(classNames, "\n"))}};
+      rt::saveSafetensors(o->outPath, {{o->xName, x}, {o->yName, y}}, meta);
+      std::fprintf(stderr, "wrote %s: %s %s, %s %s\n", o->outPath.c_str(), o->xName.c_str(), x.typeStr().c_str(),
+                   o->yName.c_str(), y.typeStr().c_str());
       return 0;
     });
   }

@@ -9,7 +9,8 @@
 #include <exception>
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln: a deep-learning compiler (graph IR, autodiff, LLVM and CUDA backends)", "kiln"};
+  CLI::App app{"kiln: a deep-learning compiler. Today: zoo models traced to .kir graph IR, passes, and the\n"
+               "reference interpreter (the LLVM CPU and CUDA backends come next).", "kiln"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1");
   std::vector<std::pair<CLI::App*, kiln::cli::RunFn>> commands;
@@ -20,6 +21,10 @@ int main(int argc, char** argv) {
   // CLI11 reports an unknown command only as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string first = argv[1];
+    if (first == "help") {  // `kiln help` as many CLIs accept it
+      std::fputs(app.help().c_str(), stdout);
+      return 0;
+    }
     bool known = false;
     std::vector<std::string> names;
     for (auto& [sub, run] : commands) {
