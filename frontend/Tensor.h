@@ -97,6 +97,9 @@ class Tracer {
   uint64_t seed() const { return seed_; }
   /// A fresh seed for a random op (dropout, random_*): distinct per call, deterministic per trace.
   uint64_t nextRandomSeed();
+  /// For a random stream with a fixed seed (keyed by its owner, e.g. a Dropout module): the offset
+  /// of the next `count` draws, then advances it. Per trace, so tracing a module twice draws alike.
+  uint64_t claimRandomOffset(const void* stream, uint64_t count);
 
   /// Appends one node. Operands must come from this tracer; errors name `loc`.
   Tensor emit(ir::OpKind op, std::span<const Tensor> operands, std::vector<ir::NamedAttr> attrs,
@@ -121,6 +124,7 @@ class Tracer {
   uint64_t seed_;
   uint64_t randomCounter_ = 0;
   std::unordered_map<const void*, ir::Value*> params_;  // lookup only, never iterated
+  std::unordered_map<const void*, uint64_t> randomOffsets_;  // lookup only, never iterated
 };
 
 }  // namespace kiln

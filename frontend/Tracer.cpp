@@ -34,14 +34,10 @@ const ir::Graph& Tracer::graph() const {
 }
 
 Tensor Tracer::input(const std::string& name, DType dtype, Shape shape, SrcLoc loc) {
-  for (ir::Dim d : shape)
-    if (d < 0) throw Error(SourceLoc::from(loc), fmt::format("input '{}': negative dimension in shape {}", name, ir::shapeStr(shape)));
   return Tensor(this, mutableGraph().addInput(name, ir::TensorType{dtype, std::move(shape)}, SourceLoc::from(loc)));
 }
 
 Tensor Tracer::parameter(const std::string& name, DType dtype, Shape shape, ir::Initializer init, SrcLoc loc) {
-  for (ir::Dim d : shape)
-    if (d < 0) throw Error(SourceLoc::from(loc), fmt::format("parameter '{}': negative dimension in shape {}", name, ir::shapeStr(shape)));
   return Tensor(this, declareParameter(name, ir::TensorType{dtype, std::move(shape)}, init, SourceLoc::from(loc)));
 }
 
@@ -72,6 +68,13 @@ ir::Graph Tracer::finish() {
 
 uint64_t Tracer::nextRandomSeed() {
   return deriveSeed(seed_, fmt::format("random#{}", randomCounter_++));
+}
+
+uint64_t Tracer::claimRandomOffset(const void* stream, uint64_t count) {
+  uint64_t& next = randomOffsets_[stream];
+  uint64_t offset = next;
+  next += count;
+  return offset;
 }
 
 Tensor Tracer::emit(ir::OpKind op, std::span<const Tensor> operands, std::vector<ir::NamedAttr> attrs,

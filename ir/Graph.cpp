@@ -43,7 +43,14 @@ Value* Graph::newValue(TensorType type, ValueKind kind, std::string name) {
   return values_.back().get();
 }
 
+void Graph::checkDeclaredType(const std::string& what, const std::string& name, const TensorType& type,
+                              const SourceLoc& loc) {
+  std::string problem = shapeProblem(type.shape);
+  if (!problem.empty()) throw Error(loc, fmt::format("{} '{}': {}", what, name, problem));
+}
+
 Value* Graph::addInput(const std::string& name, TensorType type, SourceLoc loc) {
+  checkDeclaredType("input", name, type, loc);
   claimName(name, loc);
   Value* v = newValue(std::move(type), ValueKind::Input, name);
   v->loc = std::move(loc);
@@ -52,6 +59,7 @@ Value* Graph::addInput(const std::string& name, TensorType type, SourceLoc loc) 
 }
 
 Value* Graph::addParam(const std::string& name, TensorType type, Initializer init, SourceLoc loc) {
+  checkDeclaredType("parameter", name, type, loc);
   claimName(name, loc);
   Value* v = newValue(std::move(type), ValueKind::Param, name);
   v->loc = std::move(loc);

@@ -84,7 +84,8 @@ class Graph {
   const std::string& name() const { return name_; }
   void setName(std::string n) { name_ = std::move(n); }
 
-  /// Signature. Names must be unique among all named values (checked: kiln::Error).
+  /// Signature. Names must be unique among all named values and shapes valid (ir/Type.h
+  /// shapeProblem); violations throw kiln::Error at `loc`.
   Value* addInput(const std::string& name, TensorType type, SourceLoc loc = {});
   Value* addParam(const std::string& name, TensorType type, Initializer init, SourceLoc loc = {});
   void addOutput(const std::string& name, Value* v);
@@ -116,6 +117,8 @@ class Graph {
  private:
   Value* newValue(TensorType type, ValueKind kind, std::string name);
   void claimName(const std::string& name, const SourceLoc& loc);
+  static void checkDeclaredType(const std::string& what, const std::string& name, const TensorType& type,
+                                const SourceLoc& loc);
 
   std::string name_;
   std::vector<std::unique_ptr<Value>> values_;

@@ -28,10 +28,6 @@ std::string excerpt(std::string_view s, size_t maxLen = 32);
 /// verifier and the parser (which reports it at the parameter's line).
 std::string initializerProblem(const Initializer& init, const TensorType& type);
 
-/// Largest element count a .kir type may have (the shape rules use the same bound).
-inline constexpr int64_t kMaxElements = int64_t{1} << 48;
-/// Why `shape` is not a valid tensor shape (a negative dimension, too many elements), or "".
-std::string shapeProblem(const Shape& shape);
 
 /// The names the printer gives values: a value's own name, or for an unnamed node result the next
 /// number 0, 1, 2… (in node order) that no value uses as its name.

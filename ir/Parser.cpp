@@ -178,7 +178,7 @@ class Parser {
       }
     }
     expect(Tok::RBracket, "',' or ']' in the shape");
-    std::string problem = text::shapeProblem(shape);
+    std::string problem = shapeProblem(shape);
     if (!problem.empty()) failAt(open, problem);
     return TensorType{*dt, std::move(shape)};
   }

@@ -9,20 +9,12 @@ namespace kiln::ir::rules {
 
 namespace {
 
-constexpr int64_t kMaxElements = int64_t{1} << 48;
-
 bool isNumeric(DType t) { return t != DType::boolean; }
 
-/// A shape given in an attribute: dimensions non-negative, element count bounded.
+/// A shape given in an attribute or computed by a rule (ir/Type.h shapeProblem).
 void checkShapeAttr(const InferContext& ctx, const Shape& s, std::string_view what) {
-  int64_t n = 1;
-  for (Dim d : s) {
-    ctx.check(d >= 0, "{} {} has a negative dimension", what, shapeStr(s));
-    if (d != 0) {
-      ctx.check(n <= kMaxElements / d, "{} {} has too many elements", what, shapeStr(s));
-      n *= d;
-    }
-  }
+  std::string problem = shapeProblem(s);
+  ctx.check(problem.empty(), "{}: {}", what, problem);
 }
 
 int64_t axisOf(const InferContext& ctx, int64_t axis, int64_t rank, std::string_view attr) {
@@ -115,10 +107,9 @@ TensorType inferSelect(const InferContext& ctx) {
 
 // ---- reductions --------------------------------------------------------------------------------
 
-TensorType inferReduce(const InferContext& ctx) {
+namespace {
+TensorType reducedType(const InferContext& ctx) {
   const TensorType& x = ctx.operand(0);
-  if (ctx.info.kind == OpKind::ReduceMean) requireDType(ctx, 0, isFloat(x.dtype), "a float type");
-  else requireDType(ctx, 0, isNumeric(x.dtype), "numeric");
   std::vector<bool> reduced(x.shape.size(), ctx.getInts("axes").empty());
   for (int64_t a : ctx.getInts("axes")) {
     int64_t ax = axisOf(ctx, a, x.rank(), "axis");
@@ -132,6 +123,17 @@ TensorType inferReduce(const InferContext& ctx) {
     else if (keep) out.push_back(1);
   }
   return {x.dtype, out};
+}
+}  // namespace
+
+TensorType inferReduce(const InferContext& ctx) {
+  requireDType(ctx, 0, isNumeric(ctx.operand(0).dtype), "numeric");
+  return reducedType(ctx);
+}
+
+TensorType inferReduceFloat(const InferContext& ctx) {
+  requireDType(ctx, 0, isFloat(ctx.operand(0).dtype), "a float type");
+  return reducedType(ctx);
 }
 
 TensorType inferArgReduce(const InferContext& ctx) {
@@ -304,28 +306,34 @@ TensorType inferPool2d(const InferContext& ctx) {
 
 // ---- sources -----------------------------------------------------------------------------------
 
-TensorType inferSource(const InferContext& ctx) {
-  const Shape& s = ctx.getInts("shape");
-  checkShapeAttr(ctx, s, "shape");
-  DType t = ctx.getDType("dtype");
-  switch (ctx.info.kind) {
-    case OpKind::Constant: {
-      size_t n = ctx.getFloats("value").size();
-      ctx.check(n == 1 || static_cast<int64_t>(n) == numElements(s),
-                "value has {} elements; a constant of shape {} needs 1 or {}", n, shapeStr(s), numElements(s));
-      break;
-    }
-    case OpKind::Iota:
-      axisOf(ctx, ctx.getInt("axis"), static_cast<int64_t>(s.size()), "axis");
-      ctx.check(isNumeric(t), "iota needs a numeric dtype");
-      break;
-    case OpKind::Random:
-      ctx.check(isFloat(t), "random needs a float dtype, got {}", dtypeName(t));
-      ctx.check(ctx.getInt("seed") >= 0 && ctx.getInt("offset") >= 0, "seed and offset must be non-negative");
-      break;
-    default: break;
-  }
-  return {t, s};
+namespace {
+/// The result type of a source op: its `shape` and `dtype` attributes.
+TensorType sourceType(const InferContext& ctx) {
+  checkShapeAttr(ctx, ctx.getInts("shape"), "shape");
+  return {ctx.getDType("dtype"), ctx.getInts("shape")};
+}
+}  // namespace
+
+TensorType inferConstant(const InferContext& ctx) {
+  TensorType t = sourceType(ctx);
+  size_t n = ctx.getFloats("value").size();
+  ctx.check(n == 1 || static_cast<int64_t>(n) == t.numel(), "value has {} elements; a constant of shape {} needs 1 or {}",
+            n, shapeStr(t.shape), t.numel());
+  return t;
+}
+
+TensorType inferIota(const InferContext& ctx) {
+  TensorType t = sourceType(ctx);
+  axisOf(ctx, ctx.getInt("axis"), t.rank(), "axis");
+  ctx.check(isNumeric(t.dtype), "iota needs a numeric dtype");
+  return t;
+}
+
+TensorType inferRandom(const InferContext& ctx) {
+  TensorType t = sourceType(ctx);
+  ctx.check(isFloat(t.dtype), "random needs a float dtype, got {}", dtypeName(t.dtype));
+  ctx.check(ctx.getInt("seed") >= 0 && ctx.getInt("offset") >= 0, "seed and offset must be non-negative");
+  return t;
 }
 
 // ---- composites --------------------------------------------------------------------------------

@@ -12,6 +12,17 @@ int64_t numElements(const Shape& s) {
 
 std::string shapeStr(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
 
+std::string shapeProblem(const Shape& shape) {
+  int64_t n = 1;
+  for (Dim d : shape) {
+    if (d < 0) return fmt::format("shape {} has a negative dimension", shapeStr(shape));
+    if (d > kMaxElements || (d != 0 && n > kMaxElements / d))
+      return fmt::format("shape {} has too many elements (the limit is 2^48)", shapeStr(shape));
+    if (d != 0) n *= d;
+  }
+  return {};
+}
+
 std::vector<int64_t> rowMajorStrides(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);
   for (int64_t i = static_cast<int64_t>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];

@@ -23,6 +23,13 @@ std::vector<int64_t> rowMajorStrides(const Shape& s);
 /// NumPy broadcasting of two shapes: right-aligned; each pair of dimensions must be equal or one
 /// of them 1. Returns false when the shapes do not broadcast.
 bool broadcastShapes(const Shape& a, const Shape& b, Shape& out);
+/// Largest element count a tensor type may have: byte counts then never overflow.
+inline constexpr int64_t kMaxElements = int64_t{1} << 48;
+/// Why `shape` is not a valid tensor shape — a negative dimension, or a dimension or element count
+/// above kMaxElements (every dimension counts, even beside a 0) — or "" when it is valid. The one
+/// check used by shape rules, the parser, the verifier and the DSL.
+std::string shapeProblem(const Shape& shape);
+
 /// Normalizes a possibly negative axis (Python style) against `rank`; returns -1 when out of range.
 int64_t normalizeAxis(int64_t axis, int64_t rank);
 

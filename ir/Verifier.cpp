@@ -13,17 +13,6 @@ namespace kiln::ir {
 
 namespace text {
 
-std::string shapeProblem(const Shape& shape) {
-  int64_t n = 1;
-  for (Dim d : shape) {
-    if (d < 0) return fmt::format("shape {} has a negative dimension", shapeStr(shape));
-    if (d > kMaxElements || (d != 0 && n > kMaxElements / d))
-      return fmt::format("shape {} has too many elements (the limit is 2^48)", shapeStr(shape));
-    if (d != 0) n *= d;
-  }
-  return {};
-}
-
 std::string initializerProblem(const Initializer& init, const TensorType& type) {
   using K = Initializer::Kind;
   switch (init.kind) {
@@ -112,7 +101,7 @@ class Verifier {
     if (v->kind != kind) problem(fmt::format("{}: the value is not marked as {}", desc, what));
     if (v->name.empty()) problem(fmt::format("{}: {} without a name", desc, what));
     claim(v, desc);
-    std::string why = text::shapeProblem(v->type.shape);
+    std::string why = shapeProblem(v->type.shape);
     if (!why.empty()) problem(fmt::format("{}: {}", desc, why));
     defined_.insert(v);
     return why.empty();

@@ -85,9 +85,8 @@ Dropout::Dropout(double p, std::optional<uint64_t> seed) : p_(p), seed_(seed) {
 Tensor Dropout::forward(const Tensor& x, SrcLoc loc) {
   if (!isTraining() || p_ == 0) return x;
   if (!seed_) return dropout(x, p_, loc);
-  // Successive applications draw disjoint stretches of one stream.
-  uint64_t offset = nextOffset_;
-  nextOffset_ += static_cast<uint64_t>(x.numel());
+  // Successive applications within one trace draw disjoint stretches of one stream.
+  uint64_t offset = x.tracer().claimRandomOffset(this, static_cast<uint64_t>(x.numel()));
   return dropout(x, p_, *seed_, offset, loc);
 }
 

@@ -135,7 +135,6 @@ class Dropout : public UnaryModule {
  private:
   double p_;
   std::optional<uint64_t> seed_;
-  uint64_t nextOffset_ = 0;
 };
 
 /// weight [num, dim] ~ N(0, 1) as in PyTorch; forward takes integer ids.

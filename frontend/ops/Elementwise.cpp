@@ -29,7 +29,11 @@ std::pair<Tensor, Tensor> unify(ir::OpKind op, const Operand& a, const Operand& 
   }
   Tensor t = a.isTensor() ? a.tensor() : b.tensor();
   double s = a.isTensor() ? b.scalar() : a.scalar();
-  if (!isFloat(t.dtype()) && s != std::floor(s)) t = cast(t, DType::f32, loc);
+  // A bool tensor in arithmetic or a comparison with a number counts as 0/1 (as in PyTorch):
+  // mask * 2 is i64, mask * 0.5 is f32. Logical ops keep bool.
+  bool logical = op == ir::OpKind::And || op == ir::OpKind::Or;
+  if (t.dtype() == DType::boolean && !logical) t = cast(t, s == std::floor(s) ? DType::i64 : DType::f32, loc);
+  else if (!isFloat(t.dtype()) && s != std::floor(s)) t = cast(t, DType::f32, loc);
   Tensor c = t.tracer().scalar(s, t.dtype(), loc);
   return a.isTensor() ? std::pair{t, c} : std::pair{c, t};
 }

@@ -149,6 +149,11 @@ TEST(Modules, DropoutIsIdentityInEvalModeAndDistinctInTraining) {
   EXPECT_EQ(producer(a).attrInt("seed"), 7);
   EXPECT_EQ(producer(a).attrInt("offset"), 0);
   EXPECT_EQ(producer(b).attrInt("offset"), 6);
+
+  // Tracing the same module again (another graph) starts the stream afresh: same masks.
+  Tracer t3;
+  Tensor x3 = t3.input("x", DType::f32, {3, 2});
+  EXPECT_EQ(producer(d(x3)).attrInt("offset"), 0);
 }
 
 TEST(Modules, RegistrationMistakes) {

@@ -59,6 +59,17 @@ TEST(TensorOps, IntegerTensorsWithScalars) {
   EXPECT_EQ(producer(h).operands[0]->producer->op, OpKind::Cast);
 }
 
+TEST(TensorOps, BoolTensorsWithNumbersCountAsZeroOrOne) {
+  Tracer t;
+  Tensor x = t.input("x", DType::f32, {3});
+  Tensor mask = x > 0.0;
+  EXPECT_EQ((mask * 2).dtype(), DType::i64);
+  EXPECT_EQ((mask * 0.5).dtype(), DType::f32);
+  EXPECT_EQ((mask == 1).dtype(), DType::boolean);
+  EXPECT_EQ(producer(mask * 2).operands[0]->producer->op, OpKind::Cast);
+  EXPECT_EQ(logical_and(mask, mask).dtype(), DType::boolean);
+}
+
 TEST(TensorOps, MixedElementTypesArePromoted) {
   Tracer t;
   Tensor a = t.input("a", DType::f32, {2});
