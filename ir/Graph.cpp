@@ -102,6 +102,13 @@ Value* Graph::addNodeRaw(OpKind op, std::vector<Value*> operands, std::vector<At
   return nodes_.back()->result;
 }
 
+void Graph::nameValue(Value* v, const std::string& name) {
+  KILN_ASSERT(v->kind == ValueKind::Result && v->name.empty(), "only an unnamed node result can be named ('{}')",
+              name);
+  claimName(name, v->producer ? v->producer->loc : SourceLoc{});
+  v->name = name;
+}
+
 Value* Graph::findValue(std::string_view name) const {
   for (const auto& v : values_)
     if (v->name == name) return v.get();

@@ -99,6 +99,9 @@ class Graph {
   Value* addNodeRaw(OpKind op, std::vector<Value*> operands, std::vector<AttrValue> attrs,
                     TensorType resultType, SourceLoc loc = {}, std::string resultName = {});
 
+  /// Names an unnamed node result (passes use it to keep a user's name on a replacement value).
+  void nameValue(Value* v, const std::string& name);
+
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Param>& params() const { return params_; }
   const std::vector<Output>& outputs() const { return outputs_; }

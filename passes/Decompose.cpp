@@ -43,18 +43,14 @@ decomp::Rule findRule(OpKind op) {
 }
 
 // Gives the composite's result name to the value replacing it, so dumps and outputs keep the
-// user's names. Only the last node a rule emitted can take it (names are claimed when a node is
-// created), so that node is re-created with the name; its unnamed twin stays unused.
+// user's names; only a value the rule itself produced takes it.
 Value* adoptName(ir::Graph& g, Value* v, const std::string& name, size_t firstNewNode) {
-  if (name.empty() || !v->name.empty()) return v;
-  auto& nodes = g.mutableNodes();
-  if (nodes.size() <= firstNewNode || nodes.back()->result != v) return v;
-  std::unique_ptr<ir::Node> last = std::move(nodes.back());
-  nodes.pop_back();
-  ir::TensorType type = last->result->type;
-  last->result->producer = nullptr;  // the twin outlives its node inside the graph's value list
-  return g.addNodeRaw(last->op, std::move(last->operands), std::move(last->attrs), std::move(type),
-                      std::move(last->loc), name);
+  const auto& nodes = g.nodes();
+  bool producedByRule = nodes.size() > firstNewNode && v->producer != nullptr &&
+                        std::any_of(nodes.begin() + firstNewNode, nodes.end(),
+                                    [&](const auto& n) { return n->result == v; });
+  if (!name.empty() && v->name.empty() && producedByRule) g.nameValue(v, name);
+  return v;
 }
 
 }  // namespace

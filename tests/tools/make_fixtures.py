@@ -17,4 +17,5 @@ def save(path, tensors):
 
 
 save("affine_inputs.safetensors", {"x": ("F32", [2, 2], "f", [1, 2, 3, 4])})
+save("affine_f64_inputs.safetensors", {"x": ("F64", [2, 2], "d", [1, 2, 3, 4])})
 save("affine_bogus_weights.safetensors", {"bogus": ("F32", [2], "f", [0, 0])})

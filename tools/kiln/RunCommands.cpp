@@ -126,6 +126,9 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
         KILN_CHECK(it != inputs.end(), "graph input '{}' ({}) is not in {}", in->name, in->type.str(),
                    o->inputsPath.empty() ? std::string("the inputs (pass --inputs FILE.safetensors)")
                                          : o->inputsPath);
+        KILN_CHECK(it->second.dtype() == in->type.dtype && it->second.shape() == in->type.shape,
+                   "{}: tensor '{}' has type {}, but graph input '{}' of @{} is {}", o->inputsPath, in->name,
+                   it->second.typeStr(), in->name, g.name(), in->type.str());
         graphInputs.emplace(in->name, it->second);
       }
       if (!o->weightsPath.empty()) {
