@@ -27,6 +27,12 @@ struct MnistMlp : nn::Module {
   Tensor forward(const Tensor& x) { return (*fc2)(relu((*fc1)(x))); }
 };
 
+struct DigitsMlp : nn::Module {
+  std::shared_ptr<Linear> fc1 = registerModule("fc1", make<Linear>(64, 32));
+  std::shared_ptr<Linear> fc2 = registerModule("fc2", make<Linear>(32, 10));
+  Tensor forward(const Tensor& x) { return (*fc2)(relu((*fc1)(x))); }
+};
+
 struct SimpleNet : nn::Module {
   std::shared_ptr<Linear> fc1 = registerModule("fc1", make<Linear>(1000, 512));
   std::shared_ptr<Linear> fc2 = registerModule("fc2", make<Linear>(512, 256));
@@ -116,6 +122,7 @@ const std::vector<ZooEntry>& zoo() {
   static const std::vector<ZooEntry> entries = {
       {"tiny_mlp", tinyMlp},
       {"mnist_mlp", [](const ZooOptions& o) { return classifier<MnistMlp>("mnist_mlp", o, DType::f32, {o.batch, 784}); }},
+      {"digits_mlp", [](const ZooOptions& o) { return classifier<DigitsMlp>("digits_mlp", o, DType::f32, {o.batch, 64}); }},
       {"simplenet", [](const ZooOptions& o) { return classifier<SimpleNet>("simplenet", o, DType::f32, {o.batch, 1000}); }},
       {"cnn", [](const ZooOptions& o) { return classifier<Cnn>("cnn", o, DType::f32, {o.batch, 1, 28, 28}); }},
       {"lstm", [](const ZooOptions& o) { return classifier<LstmClassifier>("lstm", o, DType::i64, {o.batch, 16}); }},

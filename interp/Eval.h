@@ -31,6 +31,7 @@ void addMovementEvaluators(EvalTable& t);
 void addContractionEvaluators(EvalTable& t);
 void addWindowEvaluators(EvalTable& t);
 void addSourceEvaluators(EvalTable& t);
+void addGradEvaluators(EvalTable& t);
 
 /// The evaluator of `op`, or nullptr when there is none (composite ops never have one).
 EvalFn findEvaluator(ir::OpKind op);

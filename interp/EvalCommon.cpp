@@ -21,6 +21,7 @@ EvalFn findEvaluator(ir::OpKind op) {
     addContractionEvaluators(t);
     addWindowEvaluators(t);
     addSourceEvaluators(t);
+    addGradEvaluators(t);
     return t;
   }();
   return table.fns[static_cast<size_t>(op)];

@@ -99,23 +99,27 @@ HostTensor evaluate(const ir::Node& node, const Environment& env) {
 
 bool hasEvaluator(ir::OpKind op) { return detail::findEvaluator(op) != nullptr; }
 
-TensorMap runPrimitives(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params) {
+TensorMap runPrimitives(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params,
+                        TensorMap* updatedParams) {
   Environment env;
   bindInputs(graph, inputs, env);
   bindParams(graph, params, env);
   for (const auto& node : graph.nodes()) env.bindOwned(node->result, evaluate(*node, env));
   TensorMap outputs;
   for (const ir::Output& o : graph.outputs()) outputs.insert_or_assign(o.name, env.get(o.value));
+  // Updates take effect after the whole run: every node above read the old values.
+  if (updatedParams)
+    for (const ir::Update& u : graph.updates()) updatedParams->insert_or_assign(u.param->name, env.get(u.value));
   return outputs;
 }
 
-TensorMap run(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params) {
+TensorMap run(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params, TensorMap* updatedParams) {
   bool hasComposite = std::any_of(graph.nodes().begin(), graph.nodes().end(),
                                   [](const auto& n) { return n->info().has(ir::kComposite); });
-  if (!hasComposite) return runPrimitives(graph, inputs, params);
+  if (!hasComposite) return runPrimitives(graph, inputs, params, updatedParams);
   ir::Graph primitives = graph.clone();
   passes::decompose(primitives);
-  return runPrimitives(primitives, inputs, params);
+  return runPrimitives(primitives, inputs, params, updatedParams);
 }
 
 }  // namespace kiln::interp

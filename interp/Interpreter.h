@@ -21,10 +21,14 @@ using TensorMap = std::map<std::string, rt::HostTensor>;
 /// `params` maps parameter names to tensors — a parameter missing from it is materialized from its
 /// initializer. Returns every graph output by name. Errors (a missing input, a wrong dtype or
 /// shape, an out-of-range gather index) throw kiln::Error naming the value and the op.
-TensorMap run(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params = {});
+/// When `updatedParams` is given, each parameter the graph updates (ir::Update: a training step)
+/// gets its new value there, by name; `params` itself is never modified.
+TensorMap run(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params = {},
+              TensorMap* updatedParams = nullptr);
 
 /// Evaluates a graph that holds primitives only (no decomposition). Used by run().
-TensorMap runPrimitives(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params);
+TensorMap runPrimitives(const ir::Graph& graph, const TensorMap& inputs, const TensorMap& params,
+                        TensorMap* updatedParams = nullptr);
 
 /// The first value of a parameter, drawn from its initializer (support/Philox.h; element i uses
 /// counter i under the initializer's seed), identical on every backend.

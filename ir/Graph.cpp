@@ -74,6 +74,16 @@ void Graph::addOutput(const std::string& name, Value* v) {
   outputs_.push_back(Output{name, v});
 }
 
+void Graph::addUpdate(Value* param, Value* v) {
+  KILN_ASSERT(param != nullptr && v != nullptr, "null update");
+  KILN_CHECK(param->kind == ValueKind::Param, "update of %{}: only parameters can be updated", param->name);
+  KILN_CHECK(param->type == v->type, "update of %{}: the new value has type {}, the parameter {}", param->name,
+             v->type.str(), param->type.str());
+  for (const Update& u : updates_)
+    KILN_CHECK(u.param != param, "parameter %{} is updated twice", param->name);
+  updates_.push_back(Update{param, v});
+}
+
 Value* Graph::addNode(OpKind op, std::vector<Value*> operands, std::span<const NamedAttr> attrs, SourceLoc loc,
                       std::string resultName) {
   const OpInfo& info = opInfo(op);
@@ -115,6 +125,12 @@ Value* Graph::findValue(std::string_view name) const {
   return nullptr;
 }
 
+const Value* Graph::findInput(std::string_view name) const {
+  for (const Value* v : inputs_)
+    if (v->name == name) return v;
+  return nullptr;
+}
+
 const Param* Graph::findParam(std::string_view name) const {
   for (const Param& p : params_)
     if (p.value->name == name) return &p;
@@ -142,6 +158,7 @@ Graph Graph::clone() const {
     map[n->result] = g.addNodeRaw(n->op, std::move(ops), n->attrs, n->result->type, n->loc, n->result->name);
   }
   for (const Output& o : outputs_) g.addOutput(o.name, map.at(o.value));
+  for (const Update& u : updates_) g.addUpdate(map.at(u.param), map.at(u.value));
   return g;
 }
 

@@ -73,6 +73,13 @@ struct Output {
   Value* value;
 };
 
+/// A parameter's new value at the end of a run (a training step's weight or optimizer-state
+/// update). Every node of the run reads the parameter's old value; the update takes effect after.
+struct Update {
+  Value* param;  // ValueKind::Param
+  Value* value;  // same type
+};
+
 class Graph {
  public:
   explicit Graph(std::string name = "main") : name_(std::move(name)) {}
@@ -89,6 +96,8 @@ class Graph {
   Value* addInput(const std::string& name, TensorType type, SourceLoc loc = {});
   Value* addParam(const std::string& name, TensorType type, Initializer init, SourceLoc loc = {});
   void addOutput(const std::string& name, Value* v);
+  /// Sets `param`'s value after a run to `v`; at most one update per parameter, same type.
+  void addUpdate(Value* param, Value* v);
 
   /// Appends a node after resolving attributes and inferring the result type; user errors (bad
   /// shapes, attributes) throw kiln::Error at `loc`.
@@ -106,11 +115,13 @@ class Graph {
   const std::vector<Param>& params() const { return params_; }
   const std::vector<Output>& outputs() const { return outputs_; }
   std::vector<Output>& mutableOutputs() { return outputs_; }
+  const std::vector<Update>& updates() const { return updates_; }
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   /// For passes that rebuild the node list (order must stay topological).
   std::vector<std::unique_ptr<Node>>& mutableNodes() { return nodes_; }
 
   Value* findValue(std::string_view name) const;
+  const Value* findInput(std::string_view name) const;
   const Param* findParam(std::string_view name) const;
   const Output* findOutput(std::string_view name) const;
 
@@ -129,6 +140,7 @@ class Graph {
   std::vector<Value*> inputs_;
   std::vector<Param> params_;
   std::vector<Output> outputs_;
+  std::vector<Update> updates_;
   std::unordered_set<std::string> usedNames_;  // for uniqueness checks
 };
 

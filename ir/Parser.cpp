@@ -69,8 +69,9 @@ class Parser {
     if (isWord("input")) return input(g);
     if (isWord("param")) return param(g);
     if (isWord("output")) return output(g);
+    if (isWord("update")) return update(g);
     if (tok_.kind == Tok::Local) return node(g);
-    fail(fmt::format("expected 'input', 'param', 'output', '%name = op(...)' or '}}', found {}",
+    fail(fmt::format("expected 'input', 'param', 'output', 'update', '%name = op(...)' or '}}', found {}",
                      text::describe(tok_)));
   }
 
@@ -120,6 +121,19 @@ class Parser {
     if (g.findOutput(name.text)) failAt(name, fmt::format("duplicate output %{}", name.text));
     expect(Tok::Equal, "'=' and a value");
     g.addOutput(name.text, use());
+  }
+
+  void update(Graph& g) {
+    bump();
+    Token target = tok_;
+    Value* param = use();
+    expect(Tok::Equal, "'=' and the parameter's new value");
+    Value* v = use();
+    try {
+      g.addUpdate(param, v);
+    } catch (const Error& e) {
+      failAt(target, e.what());
+    }
   }
 
   void node(Graph& g) {

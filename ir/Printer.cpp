@@ -105,6 +105,7 @@ std::string printGraph(const Graph& g, const PrintOptions& opts) {
                        printAttrs(*n), type, printLoc(n->loc, opts));
   }
   for (const Output& o : g.outputs()) out += fmt::format("  output %{} = {}\n", o.name, ref(o.value));
+  for (const Update& u : g.updates()) out += fmt::format("  update {} = {}\n", ref(u.param), ref(u.value));
   out += "}\n";
   return out;
 }

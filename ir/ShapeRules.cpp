@@ -74,6 +74,8 @@ TensorType inferUnaryBool(const InferContext& ctx) {
   return ctx.operand(0);
 }
 
+TensorType inferUnaryAny(const InferContext& ctx) { return ctx.operand(0); }
+
 TensorType inferCast(const InferContext& ctx) { return {ctx.getDType("dtype"), ctx.operand(0).shape}; }
 
 TensorType inferBinaryNumeric(const InferContext& ctx) {
@@ -427,6 +429,110 @@ TensorType inferAttention(const InferContext& ctx) {
   Shape out = q.shape;
   out.back() = v.shape[r - 1];
   return {q.dtype, out};
+}
+
+// ---- gradient helpers --------------------------------------------------------------------------
+// Each checks that the forward op it differentiates is well formed and that dy has the shape that
+// forward op would produce.
+
+namespace {
+/// The shape `attr` names (the forward operand's shape), validated.
+Shape shapeAttr(const InferContext& ctx, std::string_view attr) {
+  const Shape& s = ctx.getInts(attr);
+  checkShapeAttr(ctx, s, attr);
+  return s;
+}
+
+Shape convOutShape(const InferContext& ctx, const Shape& x, const Shape& w) {
+  const Ints &st = ctx.getInts("stride"), &pad = ctx.getInts("padding"), &dil = ctx.getInts("dilation");
+  int64_t g = ctx.getInt("groups");
+  ctx.check(x.size() == 4 && w.size() == 4, "input must be NCHW and weight [O, C/groups, KH, KW]");
+  ctx.check(st.size() == 2 && pad.size() == 2 && dil.size() == 2, "stride, padding and dilation need 2 entries");
+  checkBounded(ctx, pad, "padding");
+  checkBounded(ctx, dil, "dilation");
+  ctx.check(st[0] >= 1 && st[1] >= 1 && dil[0] >= 1 && dil[1] >= 1 && pad[0] >= 0 && pad[1] >= 0,
+            "stride and dilation must be >= 1 and padding >= 0");
+  ctx.check(g >= 1 && x[1] % g == 0 && w[0] % g == 0 && w[1] * g == x[1], "groups {} do not match input {} and "
+            "weight {}", g, shapeStr(x), shapeStr(w));
+  return {x[0], w[0], windowOut(x[2], w[2], st[0], pad[0], dil[0]), windowOut(x[3], w[3], st[1], pad[1], dil[1])};
+}
+
+Shape poolOutShape(const InferContext& ctx, const Shape& x) {
+  const Ints &k = ctx.getInts("kernel"), &st = ctx.getInts("stride"), &pad = ctx.getInts("padding");
+  ctx.check(x.size() == 4, "input must be NCHW");
+  ctx.check(k.size() == 2 && st.size() == 2 && pad.size() == 2, "kernel, stride and padding need 2 entries");
+  checkBounded(ctx, pad, "padding");
+  ctx.check(k[0] >= 1 && k[1] >= 1 && st[0] >= 1 && st[1] >= 1, "kernel and stride must be >= 1");
+  ctx.check(pad[0] >= 0 && pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1],
+            "padding must be between 0 and half the kernel");
+  return {x[0], x[1], windowOut(x[2], k[0], st[0], pad[0], 1), windowOut(x[3], k[1], st[1], pad[1], 1)};
+}
+
+void requireGradShape(const InferContext& ctx, size_t dyIndex, const Shape& expected) {
+  ctx.check(ctx.operand(dyIndex).shape == expected, "dy must have the forward result's shape {}", shapeStr(expected));
+}
+}  // namespace
+
+TensorType inferSliceGrad(const InferContext& ctx) {
+  Shape full = shapeAttr(ctx, "shape");
+  const Ints &st = ctx.getInts("starts"), &sp = ctx.getInts("steps");
+  ctx.check(st.size() == full.size() && sp.size() == full.size(), "starts and steps need one entry per dimension ({})",
+            full.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    ctx.check(sp[i] >= 1 && st[i] >= 0 && st[i] <= full[i], "start {} / step {} of dimension {} out of range", st[i],
+              sp[i], i);
+    int64_t d = ctx.operand(0).rank() == static_cast<int64_t>(full.size()) ? ctx.operand(0).shape[i] : -1;
+    ctx.check(d >= 0 && (d == 0 || st[i] + static_cast<__int128>(d - 1) * sp[i] < full[i]),
+              "dy does not fit in dimension {} of {} at start {} with step {}", i, shapeStr(full), st[i], sp[i]);
+  }
+  return {ctx.operand(0).dtype, full};
+}
+
+TensorType inferScatterAdd(const InferContext& ctx) {
+  const TensorType &idx = ctx.operand(0), &upd = ctx.operand(1);
+  requireDType(ctx, 0, isInteger(idx.dtype), "i32 or i64 (the indices)");
+  requireDType(ctx, 1, isNumeric(upd.dtype), "numeric");
+  int64_t axis = ctx.getInt("axis"), dim = ctx.getInt("dim_size");
+  ctx.check(dim >= 0, "dim_size must be >= 0");
+  ctx.check(axis >= 0 && axis + idx.rank() <= upd.rank(), "axis {} with indices of rank {} does not fit updates {}",
+            axis, idx.rank(), shapeStr(upd.shape));
+  ctx.check(std::equal(idx.shape.begin(), idx.shape.end(), upd.shape.begin() + axis),
+            "updates dimensions {}..{} must equal the indices' shape {}", axis, axis + idx.rank() - 1,
+            shapeStr(idx.shape));
+  Shape out(upd.shape.begin(), upd.shape.begin() + axis);
+  out.push_back(dim);
+  out.insert(out.end(), upd.shape.begin() + axis + idx.rank(), upd.shape.end());
+  return {upd.dtype, out};
+}
+
+TensorType inferConv2dGradInput(const InferContext& ctx) {
+  requireSameDType(ctx);
+  requireDType(ctx, 0, isFloat(ctx.operand(0).dtype), "a float type");
+  Shape x = shapeAttr(ctx, "input_shape");
+  requireGradShape(ctx, 0, convOutShape(ctx, x, ctx.operand(1).shape));
+  return {ctx.operand(0).dtype, x};
+}
+
+TensorType inferConv2dGradWeight(const InferContext& ctx) {
+  requireSameDType(ctx);
+  requireDType(ctx, 0, isFloat(ctx.operand(0).dtype), "a float type");
+  Shape w = shapeAttr(ctx, "weight_shape");
+  requireGradShape(ctx, 1, convOutShape(ctx, ctx.operand(0).shape, w));
+  return {ctx.operand(0).dtype, w};
+}
+
+TensorType inferMaxPool2dGrad(const InferContext& ctx) {
+  requireSameDType(ctx);
+  requireDType(ctx, 0, isFloat(ctx.operand(0).dtype), "a float type");
+  requireGradShape(ctx, 1, poolOutShape(ctx, ctx.operand(0).shape));
+  return ctx.operand(0);
+}
+
+TensorType inferAvgPool2dGrad(const InferContext& ctx) {
+  requireDType(ctx, 0, isFloat(ctx.operand(0).dtype), "a float type");
+  Shape x = shapeAttr(ctx, "input_shape");
+  requireGradShape(ctx, 0, poolOutShape(ctx, x));
+  return {ctx.operand(0).dtype, x};
 }
 
 }  // namespace kiln::ir::rules

@@ -77,6 +77,18 @@ class Verifier {
       else if (!defined_.count(o.value))
         problem(fmt::format("output %{} refers to a value that is not defined in this graph", o.name));
     }
+    std::unordered_set<const Value*> updated;
+    for (const Update& u : g_.updates()) {
+      if (!u.param || !u.value || !defined_.count(u.param) || !defined_.count(u.value)) {
+        problem("an update refers to a value that is not defined in this graph");
+        continue;
+      }
+      if (u.param->kind != ValueKind::Param) problem(fmt::format("update of %{}: not a parameter", u.param->name));
+      if (!(u.param->type == u.value->type))
+        problem(fmt::format("update of %{}: the new value has type {}, the parameter {}", u.param->name,
+                            u.value->type.str(), u.param->type.str()));
+      if (!updated.insert(u.param).second) problem(fmt::format("parameter %{} is updated twice", u.param->name));
+    }
     return std::move(problems_);
   }
 

@@ -90,6 +90,7 @@ void decompose(ir::Graph& g) {
     map[node->result] = adoptName(out, v, node->result->name, firstNew);
   }
   for (const ir::Output& o : g.outputs()) out.addOutput(o.name, map.at(o.value));
+  for (const ir::Update& u : g.updates()) out.addUpdate(map.at(u.param), map.at(u.value));
   g = std::move(out);
 }
 

@@ -1,5 +1,6 @@
 // The pass registry: one table naming every pass (no static-initializer registration, which
 // static linking silently drops), and the pipeline driver that verifies and dumps after each pass.
+#include "passes/Autodiff.h"
 #include "passes/Decompose.h"
 #include "passes/Pass.h"
 
@@ -17,6 +18,9 @@ const std::vector<Pass>& registeredPasses() {
        [](ir::Graph& g, const PassContext&) { ir::verifyOrThrow(g); }},
       {"decompose", "rewrites composite ops (linear, softmax, losses, norms, attention, ...) into primitives",
        [](ir::Graph& g, const PassContext&) { decompose(g); }},
+      {"autodiff", "decomposes, then appends the gradient of output 'loss' w.r.t. every float parameter as outputs "
+                   "'grad.<param>'",
+       [](ir::Graph& g, const PassContext&) { autodiff(g); }},
   };
   return passes;
 }

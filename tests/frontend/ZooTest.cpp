@@ -34,7 +34,7 @@ Signature signature(const ir::Graph& g, int64_t batch) {
 
 TEST(Zoo, Names) {
   EXPECT_EQ(zooModelNames(),
-            (std::vector<std::string>{"tiny_mlp", "mnist_mlp", "simplenet", "cnn", "lstm", "transformer"}));
+            (std::vector<std::string>{"tiny_mlp", "mnist_mlp", "digits_mlp", "simplenet", "cnn", "lstm", "transformer"}));
 }
 
 TEST(Zoo, EveryModelBuildsAndVerifies) {
@@ -115,7 +115,7 @@ TEST(Zoo, WithoutLossThereIsNoLabelInput) {
 TEST(Zoo, BadRequestsAreErrors) {
   std::string msg = errorOf([] { buildZooModel("resnet"); });
   EXPECT_TRUE(contains(msg, "unknown zoo model 'resnet'")) << msg;
-  EXPECT_TRUE(contains(msg, "tiny_mlp, mnist_mlp, simplenet, cnn, lstm, transformer")) << msg;
+  EXPECT_TRUE(contains(msg, "tiny_mlp, mnist_mlp, digits_mlp, simplenet, cnn, lstm, transformer")) << msg;
   EXPECT_TRUE(contains(errorOf([] { buildZooModel("cnn", {.batch = 0}); }), "batch must be positive"));
 }
 

@@ -53,6 +53,25 @@ inline std::vector<OpExample> opExamples() {
   ex.push_back({"avg_pool2d",
                 {T(f, {1, 2, 5, 5})},
                 {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}, {"count_include_pad", false}}});
+  // Gradient helpers: the adjoints of the examples above.
+  ex.push_back({"stop_gradient", {T(f, {2, 3})}, {}});
+  ex.push_back({"slice_grad", {T(f, {2, 3})}, {{"shape", Ints{4, 6}}, {"starts", Ints{0, 1}}, {"steps", Ints{2, 2}}}});
+  ex.push_back({"scatter_add", {T(l, {2, 4}), T(f, {2, 4, 3})}, {{"axis", int64_t{0}}, {"dim_size", int64_t{5}}}});
+  ex.push_back({"conv2d_grad_input",
+                {T(f, {1, 6, 5, 5}), T(f, {6, 2, 3, 3})},
+                {{"input_shape", Ints{1, 4, 9, 9}}, {"stride", Ints{2, 1}}, {"padding", Ints{1, 0}},
+                 {"dilation", Ints{1, 2}}, {"groups", int64_t{2}}}});
+  ex.push_back({"conv2d_grad_weight",
+                {T(f, {1, 4, 9, 9}), T(f, {1, 6, 5, 5})},
+                {{"weight_shape", Ints{6, 2, 3, 3}}, {"stride", Ints{2, 1}}, {"padding", Ints{1, 0}},
+                 {"dilation", Ints{1, 2}}, {"groups", int64_t{2}}}});
+  ex.push_back({"max_pool2d_grad",
+                {T(f, {1, 2, 4, 4}), T(f, {1, 2, 3, 3})},
+                {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}}});
+  ex.push_back({"avg_pool2d_grad",
+                {T(f, {1, 2, 3, 3})},
+                {{"input_shape", Ints{1, 2, 5, 5}}, {"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}},
+                 {"padding", Ints{1, 1}}, {"count_include_pad", false}}});
   ex.push_back({"constant", {}, {{"shape", Ints{2}}, {"dtype", DType::f64}, {"value", Floats{0.5, -3}}}});
   ex.push_back({"iota", {}, {{"shape", Ints{2, 3}}, {"axis", int64_t{1}}, {"dtype", DType::i32}}});
   ex.push_back({"random",

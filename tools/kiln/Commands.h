@@ -15,6 +15,7 @@ using RunFn = std::function<int()>;
 void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
+void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 
 /// Writes `text` to `path` atomically, or to stdout when path is "-" or empty.
 void writeTextOutput(const std::string& path, const std::string& text);

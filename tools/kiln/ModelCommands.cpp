@@ -6,6 +6,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/TrainingStep.h"
 #include "support/File.h"
 
 #include <fmt/format.h>
@@ -104,7 +105,8 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     struct Options {
       std::string model, out = "-";
       kiln::ZooOptions zoo;
-      bool noLoss = false;
+      bool noLoss = false, train = false;
+      std::string optimizer = "sgd";
     };
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("export", "Trace a zoo model to .kir text");
@@ -113,9 +115,18 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     cmd->add_option("--batch", o->zoo.batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--seed", o->zoo.seed, "seed of the parameter initializers");
     cmd->add_flag("--no-loss", o->noLoss, "export the prediction only (no labels input, no loss output)");
+    cmd->add_flag("--train", o->train, "export the whole training step: forward, backward and optimizer update");
+    cmd->add_option("--optimizer", o->optimizer, "with --train: sgd, adam or adamw")
+        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
     commands.emplace_back(cmd, [o] {
+      KILN_CHECK(!(o->train && o->noLoss), "--train needs the loss: drop --no-loss");
       o->zoo.withLoss = !o->noLoss;
       ir::Graph g = kiln::buildZooModel(o->model, o->zoo);
+      if (o->train) {
+        passes::TrainingStepOptions to;
+        to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
+        for (const std::string& w : passes::buildTrainingStep(g, to)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      }
       writeTextOutput(o->out, ir::printGraph(g));
       if (o->out != "-") std::fprintf(stderr, "wrote %s: %s\n", o->out.c_str(), summarize(g).c_str());
       return 0;

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   kiln::cli::addModelCommands(app, commands);
   kiln::cli::addRunCommands(app, commands);
   kiln::cli::addDeviceCommands(app, commands);
+  kiln::cli::addTrainCommands(app, commands);
 
   // CLI11 reports an unknown command only as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

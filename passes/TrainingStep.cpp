@@ -1,0 +1,119 @@
+#include "passes/TrainingStep.h"
+
+#include "passes/Autodiff.h"
+#include "passes/Decompose.h"
+#include "passes/decompose/Builder.h"
+
+#include <cmath>
+
+namespace kiln::passes {
+
+using ir::OpKind;
+using ir::Value;
+
+OptimizerConfig::Kind optimizerKindFromName(std::string_view name) {
+  if (name == "sgd") return OptimizerConfig::Kind::Sgd;
+  if (name == "adam") return OptimizerConfig::Kind::Adam;
+  if (name == "adamw") return OptimizerConfig::Kind::AdamW;
+  KILN_THROW("unknown optimizer '{}' (known: sgd, adam, adamw)", name);
+}
+
+namespace {
+
+void checkConfig(const OptimizerConfig& c) {
+  KILN_CHECK(c.momentum >= 0 && c.weightDecay >= 0 && c.clipNorm >= 0,
+             "optimizer: momentum, weight decay and clip norm must be >= 0");
+  KILN_CHECK(!c.nesterov || (c.kind == OptimizerConfig::Kind::Sgd && c.momentum > 0),
+             "optimizer: Nesterov momentum needs SGD with momentum > 0");
+  KILN_CHECK(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0,
+             "optimizer: betas must be in [0, 1) and eps > 0");
+}
+
+/// Scales every gradient by min(1, maxNorm / (global L2 norm + 1e-6)), as clip_grad_norm_.
+void clipByGlobalNorm(decomp::Builder& b, std::vector<Value*>& grads, double maxNorm) {
+  Value* total = nullptr;
+  for (Value* g : grads) {
+    Value* sq = b.reduce(OpKind::ReduceSum, b.mul(g, g), decomp::allAxes(g->type.rank()), false);
+    total = total ? b.add(total, sq) : sq;
+  }
+  if (!total) return;
+  Value* norm = b.unary(OpKind::Sqrt, total);
+  DType t = norm->type.dtype;
+  Value* factor = b.div(b.constant(maxNorm, t), b.add(norm, b.constant(1e-6, t)));
+  factor = b.op(OpKind::Min, {factor, b.constant(1.0, t)});
+  for (Value*& g : grads) g = b.mul(g, g->type.dtype == t ? factor : b.op(OpKind::Cast, {factor}, {{"dtype", g->type.dtype}}));
+}
+
+Value* stateParam(ir::Graph& g, const Value* weight, const std::string& suffix) {
+  return g.addParam(weight->name + "." + suffix, weight->type, ir::Initializer{}, weight->loc);
+}
+
+}  // namespace
+
+std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptions& options) {
+  const OptimizerConfig& c = options.optimizer;
+  checkConfig(c);
+  decompose(g);
+  const ir::Output* lossOut = g.findOutput(options.lossOutput);
+  KILN_CHECK(lossOut != nullptr, "graph @{} has no output '{}' to minimize", g.name(), options.lossOutput);
+  std::vector<Value*> weights;
+  for (const ir::Param& p : g.params())
+    if (isFloat(p.value->type.dtype)) weights.push_back(p.value);
+  KILN_CHECK(!weights.empty(), "graph @{} has no float parameters to train", g.name());
+
+  GradientResult grads = appendGradients(g, lossOut->value, weights);
+  decomp::Builder b(g, SourceLoc{"<optimizer>", 0, 0});
+  std::vector<Value*> gs = grads.grads;
+  if (c.clipNorm > 0) clipByGlobalNorm(b, gs, c.clipNorm);
+
+  Value* lr = g.addInput("lr", ir::TensorType{DType::f32, {}});
+  Value* step = nullptr;
+  Value* biasFix1 = nullptr;
+  Value* biasFix2 = nullptr;
+  if (c.kind != OptimizerConfig::Kind::Sgd) {
+    Value* t = g.addParam("optim.step", ir::TensorType{DType::f32, {}}, ir::Initializer{}, {});
+    step = b.add(t, b.constant(1, DType::f32));
+    g.addUpdate(t, step);
+    // 1 - beta^t, computed once for all parameters.
+    biasFix1 = b.sub(b.constant(1, DType::f32), b.op(OpKind::Pow, {b.constant(c.beta1, DType::f32), step}));
+    biasFix2 = b.sub(b.constant(1, DType::f32), b.op(OpKind::Pow, {b.constant(c.beta2, DType::f32), step}));
+  }
+
+  for (size_t i = 0; i < weights.size(); ++i) {
+    Value* w = weights[i];
+    Value* grad = gs[i];
+    DType t = w->type.dtype;
+    auto k = [&](double v) { return b.constant(v, t); };
+    Value* lrT = t == DType::f32 ? lr : b.op(OpKind::Cast, {lr}, {{"dtype", t}});
+    bool decoupled = c.kind == OptimizerConfig::Kind::AdamW;
+    if (c.weightDecay > 0 && !decoupled) grad = b.add(grad, b.mul(w, k(c.weightDecay)));
+    Value* base = w;
+    if (c.weightDecay > 0 && decoupled) base = b.sub(w, b.mul(b.mul(lrT, k(c.weightDecay)), w));
+    Value* delta = nullptr;
+    if (c.kind == OptimizerConfig::Kind::Sgd) {
+      delta = grad;
+      if (c.momentum > 0) {
+        Value* buf = stateParam(g, w, "momentum");
+        Value* newBuf = b.add(b.mul(buf, k(c.momentum)), grad);
+        g.addUpdate(buf, newBuf);
+        delta = c.nesterov ? b.add(grad, b.mul(newBuf, k(c.momentum))) : newBuf;
+      }
+    } else {
+      Value* m = stateParam(g, w, "adam_m");
+      Value* v = stateParam(g, w, "adam_v");
+      Value* newM = b.add(b.mul(m, k(c.beta1)), b.mul(grad, k(1 - c.beta1)));
+      Value* newV = b.add(b.mul(v, k(c.beta2)), b.mul(b.mul(grad, grad), k(1 - c.beta2)));
+      g.addUpdate(m, newM);
+      g.addUpdate(v, newV);
+      Value* fix1 = t == DType::f32 ? biasFix1 : b.op(OpKind::Cast, {biasFix1}, {{"dtype", t}});
+      Value* fix2 = t == DType::f32 ? biasFix2 : b.op(OpKind::Cast, {biasFix2}, {{"dtype", t}});
+      Value* mHat = b.div(newM, fix1);
+      Value* vHat = b.div(newV, fix2);
+      delta = b.div(mHat, b.add(b.unary(OpKind::Sqrt, vHat), k(c.eps)));
+    }
+    g.addUpdate(w, b.sub(base, b.mul(lrT, delta)));
+  }
+  return grads.warnings;
+}
+
+}  // namespace kiln::passes

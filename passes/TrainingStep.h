@@ -1,0 +1,48 @@
+// From a forward graph with a scalar loss to a whole training step in one graph: decompose,
+// gradients of the loss with respect to every float parameter (autodiff), optional clipping by the
+// global gradient norm, and the optimizer's update of parameters and optimizer state, written as
+// primitive ops and `update` statements (ir::Update), so one compiled program runs the step.
+//
+// Semantics follow PyTorch's torch.optim:
+//   SGD:   g = grad + wd*w;  buf = momentum*buf + g;  g = nesterov ? g + momentum*buf : buf (if momentum);
+//          w = w - lr*g
+//   Adam:  g = grad + wd*w;  t = t + 1;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
+//          w = w - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+//   AdamW: as Adam without wd in g, and w = w - lr*wd*w first (decoupled weight decay).
+// The learning rate is a graph input `lr` (f32[]), so schedules need no recompile. Optimizer state
+// is parameters named after their weight (`fc1.weight.momentum`, `fc1.weight.adam_m`, `.adam_v`)
+// plus the step counter `optim.step` (f32[]; exact up to 2^24 steps), all initialized to zeros.
+#pragma once
+
+#include "ir/Graph.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::passes {
+
+struct OptimizerConfig {
+  enum class Kind { Sgd, Adam, AdamW };
+  Kind kind = Kind::Sgd;
+  double momentum = 0;     // SGD
+  bool nesterov = false;   // SGD (needs momentum > 0)
+  double weightDecay = 0;  // SGD and Adam: L2 added to the gradient; AdamW: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
+  double clipNorm = 0;     // > 0: scale all gradients so their global L2 norm is at most this
+};
+
+/// "sgd", "adam", "adamw" → kind (kiln::Error listing the names otherwise).
+OptimizerConfig::Kind optimizerKindFromName(std::string_view name);
+
+struct TrainingStepOptions {
+  std::string lossOutput = "loss";
+  OptimizerConfig optimizer;
+};
+
+/// Rewrites the forward graph `g` (with a scalar float output `lossOutput`) into a training step.
+/// Outputs are kept (loss, logits, …). Returns autodiff's warnings (parameters the loss does not
+/// depend on). Errors: no such output, a non-scalar loss, inconsistent options.
+std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptions& options);
+
+}  // namespace kiln::passes

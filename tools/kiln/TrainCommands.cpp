@@ -1,0 +1,185 @@
+// `kiln train`: trains a zoo classifier on a real data set with the whole training step (forward,
+// backward, optimizer) as one graph, evaluated by the reference interpreter for now.
+#include "tools/kiln/Commands.h"
+
+#include "frontend/Zoo.h"
+#include "interp/Interpreter.h"
+#include "ir/Printer.h"
+#include "passes/TrainingStep.h"
+#include "runtime/Datasets.h"
+#include "runtime/Safetensors.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+namespace kiln::cli {
+
+namespace {
+
+struct Split {
+  rt::HostTensor x;  // [N, ...] f32
+  rt::HostTensor y;  // [N] i64
+  int64_t size() const { return y.numel(); }
+};
+
+/// Rows `rows` of `t` gathered into a new [rows.size(), ...] tensor whose trailing shape is `rowShape`.
+rt::HostTensor gatherRows(const rt::HostTensor& t, std::span<const int64_t> rows, const ir::Shape& rowShape) {
+  std::vector<int64_t> shape = {static_cast<int64_t>(rows.size())};
+  shape.insert(shape.end(), rowShape.begin(), rowShape.end());
+  rt::HostTensor out(t.dtype(), shape);
+  size_t rowBytes = t.bytes() / static_cast<size_t>(t.shape()[0]);
+  KILN_CHECK(rowBytes == out.bytes() / rows.size(), "a data set example has {} bytes, the model expects {}", rowBytes,
+             out.bytes() / rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(static_cast<std::byte*>(out.data()) + i * rowBytes,
+                static_cast<const std::byte*>(t.data()) + rows[i] * rowBytes, rowBytes);
+  return out;
+}
+
+/// Train and test splits of a data set, features scaled to [0, 1].
+std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
+  if (name == "fashion-mnist") {
+    rt::ImageDataset train = rt::loadFashionMnist(rt::Split::Train, rt::defaultFashionMnistDir(), limit);
+    rt::ImageDataset test = rt::loadFashionMnist(rt::Split::Test);
+    return {{std::move(train.images), std::move(train.labels)}, {std::move(test.images), std::move(test.labels)}};
+  }
+  // digits: 1797 8x8 images with pixel values 0..16; the last fifth is the test split.
+  rt::TabularDataset d = rt::loadDigits();
+  for (int64_t i = 0; i < d.features.numel(); ++i) d.features.set(i, d.features.at(i) / 16.0);
+  int64_t n = d.size(), nTest = n / 5;
+  std::vector<int64_t> trainRows(n - nTest), testRows(nTest);
+  std::iota(trainRows.begin(), trainRows.end(), 0);
+  std::iota(testRows.begin(), testRows.end(), n - nTest);
+  ir::Shape row = {d.features.shape()[1]};
+  return {{gatherRows(d.features, trainRows, row), gatherRows(d.labels, trainRows, {})},
+          {gatherRows(d.features, testRows, row), gatherRows(d.labels, testRows, {})}};
+}
+
+/// Accuracy of the inference graph on `data`, in batches of the graph's batch size (a last,
+/// partial batch is left out).
+double accuracy(const ir::Graph& inference, const Split& data, const interp::TensorMap& params) {
+  const ir::Value* x = inference.inputs().at(0);
+  int64_t batch = x->type.shape[0];
+  ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
+  int64_t correct = 0, seen = 0;
+  std::vector<int64_t> rows(batch);
+  for (int64_t start = 0; start + batch <= data.size(); start += batch) {
+    std::iota(rows.begin(), rows.end(), start);
+    interp::TensorMap in{{x->name, gatherRows(data.x, rows, row)}};
+    rt::HostTensor logits = interp::run(inference, in, params).at("logits");
+    int64_t classes = logits.shape()[1];
+    for (int64_t i = 0; i < batch; ++i) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < classes; ++j)
+        if (logits.at(i * classes + j) > logits.at(i * classes + best)) best = j;
+      correct += best == static_cast<int64_t>(data.y.at(start + i));
+    }
+    seen += batch;
+  }
+  return seen ? static_cast<double>(correct) / seen : 0.0;
+}
+
+}  // namespace
+
+void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
+  struct Options {
+    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "interp";
+    int64_t epochs = 1, batch = 32, limit = -1, evalBatch = 100;
+    double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("train", "Train a zoo classifier on a data set (one graph per training step)");
+  cmd->add_option("MODEL", o->model, "zoo model: mnist_mlp, cnn (fashion-mnist) or digits_mlp (digits)")->required();
+  cmd->add_option("--data", o->data, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  cmd->add_option("--epochs", o->epochs, "passes over the training set")->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--batch", o->batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  cmd->add_option("--limit", o->limit, "use only the first N training examples")->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", o->optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--lr", o->lr, "learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--momentum", o->momentum, "SGD momentum")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", o->weightDecay, "weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--clip-norm", o->clipNorm, "clip gradients to this global L2 norm (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->seed, "seed of the initializers and the shuffling");
+  cmd->add_option("--save", o->save, "write the trained parameters to this safetensors file");
+  cmd->add_option("--target", o->target, "where to run: interp (the reference interpreter)")
+      ->check(CLI::IsMember({"interp"}));
+  commands.emplace_back(cmd, [o] {
+    ZooOptions zo;
+    zo.batch = o->batch;
+    zo.seed = o->seed;
+    ir::Graph step = buildZooModel(o->model, zo);
+    KILN_CHECK(step.findOutput("logits") != nullptr && step.findInput("labels") != nullptr,
+               "kiln train needs a classifier (outputs logits, input labels); '{}' is not one", o->model);
+    passes::TrainingStepOptions to;
+    to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
+    to.optimizer.momentum = o->momentum;
+    to.optimizer.weightDecay = o->weightDecay;
+    to.optimizer.clipNorm = o->clipNorm;
+    for (const std::string& w : passes::buildTrainingStep(step, to)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    zo.batch = o->evalBatch;
+    zo.withLoss = false;
+    ir::Graph inference = buildZooModel(o->model, zo);
+
+    auto [train, test] = loadData(o->data, o->limit);
+    const ir::Value* x = step.findInput("x");
+    KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
+    ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
+    interp::TensorMap params = interp::initializeParams(step);
+    std::printf("training %s on %s: %lld examples, batch %lld, %s lr %g, %zu parameter tensors\n",
+                o->model.c_str(), o->data.c_str(), static_cast<long long>(train.size()),
+                static_cast<long long>(o->batch), o->optimizer.c_str(), o->lr, step.params().size());
+
+    std::vector<int64_t> order(train.size());
+    std::iota(order.begin(), order.end(), 0);
+    rt::HostTensor lr(DType::f32, {});
+    lr.set(0, o->lr);
+    uint64_t shuffleState = o->seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t epoch = 1; epoch <= o->epochs; ++epoch) {
+      // Fisher-Yates with a SplitMix64 stream: the same order for the same seed everywhere.
+      for (int64_t i = train.size() - 1; i > 0; --i) {
+        uint64_t z = (shuffleState += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        std::swap(order[i], order[(z ^ (z >> 31)) % static_cast<uint64_t>(i + 1)]);
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      double lossSum = 0;
+      int64_t steps = 0;
+      for (int64_t start = 0; start + o->batch <= train.size(); start += o->batch, ++steps) {
+        std::span<const int64_t> rows(order.data() + start, o->batch);
+        interp::TensorMap in{{"x", gatherRows(train.x, rows, row)}, {"labels", gatherRows(train.y, rows, {})},
+                             {"lr", lr}};
+        interp::TensorMap updated;
+        interp::TensorMap out = interp::run(step, in, params, &updated);
+        for (auto& [name, t] : updated) params.insert_or_assign(name, std::move(t));
+        double loss = out.at("loss").at(0);
+        KILN_CHECK(std::isfinite(loss), "the loss became {} at epoch {}, step {}: lower the learning rate", loss,
+                   epoch, steps + 1);
+        lossSum += loss;
+      }
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double acc = accuracy(inference, test, params);
+      std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)\n",
+                  static_cast<long long>(epoch), steps ? lossSum / steps : 0.0, 100 * acc,
+                  steps * o->batch / seconds, static_cast<long long>(steps), seconds);
+      std::fflush(stdout);
+    }
+    if (!o->save.empty()) {
+      rt::NamedTensors weights;
+      for (const ir::Param& p : inference.params()) weights.emplace(p.value->name, params.at(p.value->name));
+      rt::saveSafetensors(o->save, weights);
+      std::fprintf(stderr, "wrote %s\n", o->save.c_str());
+    }
+    return 0;
+  });
+}
+
+}  // namespace kiln::cli
