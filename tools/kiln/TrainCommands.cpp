@@ -42,6 +42,17 @@ rt::HostTensor gatherRows(const rt::HostTensor& t, std::span<const int64_t> rows
   return out;
 }
 
+/// Fisher-Yates with a SplitMix64 stream: the same order for the same seed on every machine.
+void shuffle(std::vector<int64_t>& v, uint64_t& state) {
+  for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    std::swap(v[i], v[(z ^ (z >> 31)) % static_cast<uint64_t>(i + 1)]);
+  }
+}
+void shuffle(std::vector<int64_t>& v, uint64_t&& seed) { shuffle(v, seed); }
+
 /// Train and test splits of a data set, features scaled to [0, 1].
 std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
   if (name == "fashion-mnist") {
@@ -49,40 +60,49 @@ std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
     rt::ImageDataset test = rt::loadFashionMnist(rt::Split::Test);
     return {{std::move(train.images), std::move(train.labels)}, {std::move(test.images), std::move(test.labels)}};
   }
-  // digits: 1797 8x8 images with pixel values 0..16; the last fifth is the test split.
+  // digits: 1797 8x8 images with pixel values 0..16. The data set is ordered by writer, so the
+  // test split is a fixed pseudo-random fifth (as scikit-learn's train_test_split shuffles).
   rt::TabularDataset d = rt::loadDigits();
   for (int64_t i = 0; i < d.features.numel(); ++i) d.features.set(i, d.features.at(i) / 16.0);
   int64_t n = d.size(), nTest = n / 5;
-  std::vector<int64_t> trainRows(n - nTest), testRows(nTest);
-  std::iota(trainRows.begin(), trainRows.end(), 0);
-  std::iota(testRows.begin(), testRows.end(), n - nTest);
+  std::vector<int64_t> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  shuffle(all, /*seed=*/1234);
+  std::vector<int64_t> testRows(all.begin(), all.begin() + nTest), trainRows(all.begin() + nTest, all.end());
   ir::Shape row = {d.features.shape()[1]};
   return {{gatherRows(d.features, trainRows, row), gatherRows(d.labels, trainRows, {})},
           {gatherRows(d.features, testRows, row), gatherRows(d.labels, testRows, {})}};
 }
 
-/// Accuracy of the inference graph on `data`, in batches of the graph's batch size (a last,
-/// partial batch is left out).
-double accuracy(const ir::Graph& inference, const Split& data, const interp::TensorMap& params) {
-  const ir::Value* x = inference.inputs().at(0);
-  int64_t batch = x->type.shape[0];
-  ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
-  int64_t correct = 0, seen = 0;
-  std::vector<int64_t> rows(batch);
-  for (int64_t start = 0; start + batch <= data.size(); start += batch) {
+/// Accuracy over every example of `data`, in batches of `batch` and one smaller last batch; the
+/// inference graphs share the model's parameters (not the optimizer state).
+double accuracy(const std::string& model, uint64_t seed, int64_t batch, const Split& data,
+                const interp::TensorMap& trained) {
+  int64_t correct = 0;
+  for (int64_t start = 0; start < data.size();) {
+    int64_t n = std::min(batch, data.size() - start);
+    ZooOptions zo;
+    zo.batch = n;
+    zo.withLoss = false;
+    zo.seed = seed;
+    ir::Graph inference = buildZooModel(model, zo);
+    interp::TensorMap params;
+    for (const ir::Param& p : inference.params()) params.emplace(p.value->name, trained.at(p.value->name));
+    const ir::Value* x = inference.inputs().at(0);
+    ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
+    std::vector<int64_t> rows(n);
     std::iota(rows.begin(), rows.end(), start);
-    interp::TensorMap in{{x->name, gatherRows(data.x, rows, row)}};
-    rt::HostTensor logits = interp::run(inference, in, params).at("logits");
+    rt::HostTensor logits = interp::run(inference, {{x->name, gatherRows(data.x, rows, row)}}, params).at("logits");
     int64_t classes = logits.shape()[1];
-    for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       int64_t best = 0;
       for (int64_t j = 1; j < classes; ++j)
         if (logits.at(i * classes + j) > logits.at(i * classes + best)) best = j;
       correct += best == static_cast<int64_t>(data.y.at(start + i));
     }
-    seen += batch;
+    start += n;
   }
-  return seen ? static_cast<double>(correct) / seen : 0.0;
+  return data.size() ? static_cast<double>(correct) / data.size() : 0.0;
 }
 
 }  // namespace
@@ -90,7 +110,7 @@ double accuracy(const ir::Graph& inference, const Split& data, const interp::Ten
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   struct Options {
     std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "interp";
-    int64_t epochs = 1, batch = 32, limit = -1, evalBatch = 100;
+    int64_t epochs = 1, batch = 32, limit = -1, evalLimit = -1, evalBatch = 500;
     double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
     uint64_t seed = 0;
   };
@@ -101,6 +121,8 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   cmd->add_option("--epochs", o->epochs, "passes over the training set")->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--batch", o->batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   cmd->add_option("--limit", o->limit, "use only the first N training examples")->check(CLI::PositiveNumber);
+  cmd->add_option("--eval-limit", o->evalLimit, "measure test accuracy on the first N test examples only")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", o->optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   cmd->add_option("--lr", o->lr, "learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--momentum", o->momentum, "SGD momentum")->check(CLI::NonNegativeNumber);
@@ -118,17 +140,21 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     ir::Graph step = buildZooModel(o->model, zo);
     KILN_CHECK(step.findOutput("logits") != nullptr && step.findInput("labels") != nullptr,
                "kiln train needs a classifier (outputs logits, input labels); '{}' is not one", o->model);
+    std::vector<std::string> modelParams;  // the model's own, without the optimizer state added below
+    for (const ir::Param& p : step.params()) modelParams.push_back(p.value->name);
     passes::TrainingStepOptions to;
     to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
     to.optimizer.momentum = o->momentum;
     to.optimizer.weightDecay = o->weightDecay;
     to.optimizer.clipNorm = o->clipNorm;
     for (const std::string& w : passes::buildTrainingStep(step, to)) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    zo.batch = o->evalBatch;
-    zo.withLoss = false;
-    ir::Graph inference = buildZooModel(o->model, zo);
-
     auto [train, test] = loadData(o->data, o->limit);
+    if (o->evalLimit > 0 && o->evalLimit < test.size()) {
+      std::vector<int64_t> rows(o->evalLimit);
+      std::iota(rows.begin(), rows.end(), 0);
+      ir::Shape xRow(test.x.shape().begin() + 1, test.x.shape().end());
+      test = {gatherRows(test.x, rows, xRow), gatherRows(test.y, rows, {})};
+    }
     const ir::Value* x = step.findInput("x");
     KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
     ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
@@ -143,13 +169,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     lr.set(0, o->lr);
     uint64_t shuffleState = o->seed * 0x9E3779B97F4A7C15ull + 1;
     for (int64_t epoch = 1; epoch <= o->epochs; ++epoch) {
-      // Fisher-Yates with a SplitMix64 stream: the same order for the same seed everywhere.
-      for (int64_t i = train.size() - 1; i > 0; --i) {
-        uint64_t z = (shuffleState += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        std::swap(order[i], order[(z ^ (z >> 31)) % static_cast<uint64_t>(i + 1)]);
-      }
+      shuffle(order, shuffleState);
       auto t0 = std::chrono::steady_clock::now();
       double lossSum = 0;
       int64_t steps = 0;
@@ -166,7 +186,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         lossSum += loss;
       }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double acc = accuracy(inference, test, params);
+      double acc = accuracy(o->model, o->seed, o->evalBatch, test, params);
       std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)\n",
                   static_cast<long long>(epoch), steps ? lossSum / steps : 0.0, 100 * acc,
                   steps * o->batch / seconds, static_cast<long long>(steps), seconds);
@@ -174,7 +194,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     }
     if (!o->save.empty()) {
       rt::NamedTensors weights;
-      for (const ir::Param& p : inference.params()) weights.emplace(p.value->name, params.at(p.value->name));
+      for (const std::string& name : modelParams) weights.emplace(name, params.at(name));
       rt::saveSafetensors(o->save, weights);
       std::fprintf(stderr, "wrote %s\n", o->save.c_str());
     }
