@@ -44,6 +44,16 @@ void clipByGlobalNorm(decomp::Builder& b, std::vector<Value*>& grads, double max
   for (Value*& g : grads) g = b.mul(g, g->type.dtype == t ? factor : b.op(OpKind::Cast, {factor}, {{"dtype", g->type.dtype}}));
 }
 
+/// 1 - beta^t for the f32 step count t. The direct form cancels: 0.999 is not representable in
+/// f32 and 1 - f32(0.999) is 1.3e-5 off relative, which Adam's sqrt(v / (1 - beta2^t)) carries into
+/// every update. With y = t*ln(beta) (ln taken in double), 1 - e^y = -2*tanh(y/2) / (1 - tanh(y/2)),
+/// where every op is well conditioned, so the result is accurate to a few f32 ulps.
+Value* oneMinusPow(decomp::Builder& b, double beta, Value* t) {
+  if (beta == 0) return b.constant(1, DType::f32);  // ln(0): 1 - 0^t = 1 for t >= 1
+  Value* th = b.unary(OpKind::Tanh, b.mul(t, b.constant(std::log(beta) / 2, DType::f32)));
+  return b.div(b.mul(th, b.constant(-2, DType::f32)), b.sub(b.constant(1, DType::f32), th));
+}
+
 Value* stateParam(ir::Graph& g, const Value* weight, const std::string& suffix) {
   return g.addParam(weight->name + "." + suffix, weight->type, ir::Initializer{}, weight->loc);
 }
@@ -75,8 +85,8 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
     step = b.add(t, b.constant(1, DType::f32));
     g.addUpdate(t, step);
     // 1 - beta^t, computed once for all parameters.
-    biasFix1 = b.sub(b.constant(1, DType::f32), b.op(OpKind::Pow, {b.constant(c.beta1, DType::f32), step}));
-    biasFix2 = b.sub(b.constant(1, DType::f32), b.op(OpKind::Pow, {b.constant(c.beta2, DType::f32), step}));
+    biasFix1 = oneMinusPow(b, c.beta1, step);
+    biasFix2 = oneMinusPow(b, c.beta2, step);
   }
 
   for (size_t i = 0; i < weights.size(); ++i) {

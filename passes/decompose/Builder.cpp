@@ -36,14 +36,21 @@ Value* Builder::permute(Value* x, const ir::Ints& perm) { return op(OpKind::Perm
 
 Value* Builder::reshape(Value* x, const ir::Shape& shape) { return op(OpKind::Reshape, {x}, {{"shape", shape}}); }
 
+// The max only keeps exp() from overflowing; softmax does not depend on it, so its gradient is
+// zero in exact arithmetic. stop_gradient says so, and autodiff emits no backward for it.
+static Value* maxShifted(Builder& b, Value* x, int64_t axis) {
+  Value* max = b.unary(OpKind::StopGradient, b.reduce(OpKind::ReduceMax, x, {axis}, true));
+  return b.sub(x, max);
+}
+
 Value* Builder::softmax(Value* x, int64_t axis) {
-  Value* shifted = sub(x, reduce(OpKind::ReduceMax, x, {axis}, true));
+  Value* shifted = maxShifted(*this, x, axis);
   Value* e = unary(OpKind::Exp, shifted);
   return div(e, reduce(OpKind::ReduceSum, e, {axis}, true));
 }
 
 Value* Builder::logSoftmax(Value* x, int64_t axis) {
-  Value* shifted = sub(x, reduce(OpKind::ReduceMax, x, {axis}, true));
+  Value* shifted = maxShifted(*this, x, axis);
   Value* sum = reduce(OpKind::ReduceSum, unary(OpKind::Exp, shifted), {axis}, true);
   return sub(shifted, unary(OpKind::Log, sum));
 }
