@@ -166,8 +166,9 @@ Tensor random_normal(Tracer& t, Shape shape, uint64_t seed, uint64_t offset = 0,
 Tensor softmax(const Tensor& x, int64_t axis = -1, SrcLoc loc = SrcLoc::current());
 Tensor log_softmax(const Tensor& x, int64_t axis = -1, SrcLoc loc = SrcLoc::current());
 /// reduction: "mean", "sum" or "none". logits[N, C], labels[N] (i32/i64).
+/// PyTorch's F.cross_entropy for class indices, with its reduction and label smoothing.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, std::string_view reduction = "mean",
-                     SrcLoc loc = SrcLoc::current());
+                     double label_smoothing = 0, SrcLoc loc = SrcLoc::current());
 Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction = "mean",
                 SrcLoc loc = SrcLoc::current());
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target, std::string_view reduction = "mean",

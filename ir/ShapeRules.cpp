@@ -374,6 +374,8 @@ TensorType inferCrossEntropy(const InferContext& ctx) {
   requireDType(ctx, 1, isInteger(labels.dtype), "i32 or i64 (class indices)");
   ctx.check(logits.rank() == 2 && labels.rank() == 1 && labels.shape[0] == logits.shape[0],
             "expects logits [N, C] and labels [N]");
+  double smoothing = ctx.getFloat("label_smoothing");
+  ctx.check(smoothing >= 0 && smoothing <= 1, "label_smoothing must be in [0, 1], got {}", smoothing);
   return reducedLoss(ctx, {logits.dtype, {logits.shape[0]}});
 }
 

@@ -108,9 +108,10 @@ Tensor log_softmax(const Tensor& x, int64_t axis, SrcLoc loc) {
   return x.tracer().emit(ir::OpKind::LogSoftmax, {x}, {{"axis", a}}, loc);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, std::string_view reduction, SrcLoc loc) {
-  return logits.tracer().emit(ir::OpKind::CrossEntropy, {logits, labels}, {{"reduction", std::string(reduction)}},
-                              loc);
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, std::string_view reduction, double label_smoothing,
+                     SrcLoc loc) {
+  return logits.tracer().emit(ir::OpKind::CrossEntropy, {logits, labels},
+                              {{"reduction", std::string(reduction)}, {"label_smoothing", label_smoothing}}, loc);
 }
 Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction, SrcLoc loc) {
   return input.tracer().emit(ir::OpKind::Mse, {input, target}, {{"reduction", std::string(reduction)}}, loc);

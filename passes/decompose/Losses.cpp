@@ -19,6 +19,14 @@ Value* decomposeCrossEntropy(Builder& b, const ir::Node& node, std::span<Value* 
                     {{"num_classes", logits->type.shape[classAxis]}, {"dtype", DType::boolean}});
   Value* masked = b.op(OpKind::Select, {hot, logProbs, b.constant(0.0, logits->type.dtype)});
   Value* picked = b.reduce(OpKind::ReduceSum, masked, {classAxis}, false);
+  double smoothing = node.attrFloat("label_smoothing");
+  if (smoothing > 0) {
+    // PyTorch's label smoothing: the target is (1-e) on the label plus e/C on every class.
+    DType t = logits->type.dtype;
+    Value* all = b.reduce(OpKind::ReduceSum, logProbs, {classAxis}, false);
+    double classes = static_cast<double>(logits->type.shape[classAxis]);
+    picked = b.add(b.mul(picked, b.constant(1 - smoothing, t)), b.mul(all, b.constant(smoothing / classes, t)));
+  }
   return b.reduceLoss(b.unary(OpKind::Neg, picked), node.attrStr("reduction"));
 }
 

@@ -72,6 +72,13 @@ TEST(GradCheckComposite, CrossEntropyEachReduction) {
   }
 }
 
+TEST(GradCheckComposite, CrossEntropyWithLabelSmoothing) {
+  Rng rng(85);
+  for (double e : {0.1, 1.0})
+    checkOp(fmt::format("[4,5] label_smoothing {}", e), OpKind::CrossEntropy,
+            {arg(rng.uniform({4, 5}, -2, 2)), arg(i64({4}, {1, 0, 4, 1}))}, {{"label_smoothing", e}});
+}
+
 TEST(GradCheckComposite, MseAndBceWithLogitsEachReduction) {
   Rng rng(85);
   for (const char* reduction : {"mean", "sum", "none"})

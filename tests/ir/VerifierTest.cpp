@@ -57,7 +57,7 @@ TEST(Verifier, AttributeCountKindAndChoices) {
   Value* labels = g.addInput("l", TensorType{DType::i64, {2}});
   g.addNodeRaw(OpKind::Softmax, {x}, {}, f32({2, 3}), kLoc);
   g.addNodeRaw(OpKind::Softmax, {x}, {AttrValue{1.0}}, f32({2, 3}), kLoc);
-  g.addNodeRaw(OpKind::CrossEntropy, {x, labels}, {AttrValue{std::string("avg")}}, f32({}), kLoc);
+  g.addNodeRaw(OpKind::CrossEntropy, {x, labels}, {AttrValue{std::string("avg")}, AttrValue{0.0}}, f32({}), kLoc);
   std::vector<std::string> p = verifyGraph(g);
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p[0], "model.cpp:7:3: %0 = op 'softmax' with operands (f32[2,3]): 0 attributes for a schema of 1");

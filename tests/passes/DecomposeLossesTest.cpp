@@ -39,6 +39,16 @@ TEST(DecomposeCrossEntropy, MaskedClassesAndOutOfRangeLabels) {
   expectValues(evalDecomposed(OpKind::CrossEntropy, {logits, labels}, kNone), {1.3132616875182228, 0}, kF32Tol);
 }
 
+TEST(DecomposeCrossEntropy, LabelSmoothingFollowsPyTorch) {
+  // Logits [1, 2, 3], label 2, e = 0.1: -(0.9 * lp[2] + 0.1/3 * (lp[0] + lp[1] + lp[2])) with
+  // lp = [-2.4076, -1.4076, -0.4076]: 0.9 * 0.40761 + 0.1/3 * 4.22282 = 0.50761 (torch gives 0.5076).
+  rt::HostTensor logits = f32({1, 3}, {1, 2, 3});
+  rt::HostTensor labels = i64({1}, {2});
+  expectValues(evalDecomposed(OpKind::CrossEntropy, {logits, labels}, {{"label_smoothing", 0.1}}),
+               {0.9 * 0.4076059644443803 + 0.1 / 3 * (2.40760596444438 + 1.4076059644443802 + 0.4076059644443803)},
+               kF32Tol);
+}
+
 TEST(DecomposeMse, Reductions) {
   rt::HostTensor a = f32({3}, {1, 2, 3}), b = f32({3}, {1, 0, 0});
   expectValues(evalDecomposed(OpKind::Mse, {a, b}, kNone), {0, 4, 9}, kF32Tol);
