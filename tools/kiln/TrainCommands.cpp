@@ -51,7 +51,6 @@ void shuffle(std::vector<int64_t>& v, uint64_t& state) {
     std::swap(v[i], v[(z ^ (z >> 31)) % static_cast<uint64_t>(i + 1)]);
   }
 }
-void shuffle(std::vector<int64_t>& v, uint64_t&& seed) { shuffle(v, seed); }
 
 /// Train and test splits of a data set, features scaled to [0, 1].
 std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
@@ -67,7 +66,8 @@ std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
   int64_t n = d.size(), nTest = n / 5;
   std::vector<int64_t> all(n);
   std::iota(all.begin(), all.end(), 0);
-  shuffle(all, /*seed=*/1234);
+  uint64_t splitSeed = 1234;
+  shuffle(all, splitSeed);
   std::vector<int64_t> testRows(all.begin(), all.begin() + nTest), trainRows(all.begin() + nTest, all.end());
   ir::Shape row = {d.features.shape()[1]};
   return {{gatherRows(d.features, trainRows, row), gatherRows(d.labels, trainRows, {})},
