@@ -1,6 +1,6 @@
-// Contractions: matmul with broadcast batch dimensions and conv2d (PyTorch cross-correlation with
-// stride, zero padding, dilation and groups). Floats accumulate in double and round once at the
-// end; integer matmul accumulates in wrapping int64.
+// Contractions: matmul with broadcast batch dimensions and transpose flags, and conv2d (PyTorch
+// cross-correlation with stride, zero padding, dilation and groups). Floats accumulate in double and
+// round once at the end; integer matmul accumulates in wrapping int64.
 #include "interp/Eval.h"
 
 namespace kiln::interp::detail {
@@ -12,7 +12,12 @@ HostTensor evalMatMul(const ir::Node& node, Operands ops) {
   const HostTensor &a = *ops[0], &b = *ops[1];
   HostTensor out = makeResult(node);
   const ir::Shape &as = a.shape(), &bs = b.shape(), &os = out.shape();
-  int64_t m = as[as.size() - 2], k = as[as.size() - 1], n = bs[bs.size() - 1];
+  bool ta = node.attrBool("transpose_a"), tb = node.attrBool("transpose_b");
+  int64_t m = os[os.size() - 2], n = os[os.size() - 1], k = as[as.size() - (ta ? 2 : 1)];
+  // Element (i, p) of op(a) and (p, j) of op(b), where op swaps the last two dimensions when its
+  // transpose flag is set.
+  auto aIndex = [&](int64_t i, int64_t p) { return ta ? p * m + i : i * k + p; };
+  auto bIndex = [&](int64_t p, int64_t j) { return tb ? j * k + p : p * n + j; };
   ir::Shape batch(os.begin(), os.end() - 2);
   std::vector<int64_t> aBatch = broadcastIndices(ir::Shape(as.begin(), as.end() - 2), batch);
   std::vector<int64_t> bBatch = broadcastIndices(ir::Shape(bs.begin(), bs.end() - 2), batch);
@@ -24,7 +29,7 @@ HostTensor evalMatMul(const ir::Node& node, Operands ops) {
         double fsum = 0;
         int64_t isum = 0;
         for (int64_t p = 0; p < k; ++p) {
-          int64_t ai = aBase + i * k + p, bj = bBase + p * n + j;
+          int64_t ai = aBase + aIndex(i, p), bj = bBase + bIndex(p, j);
           if (floats) fsum += a.at(ai) * b.at(bj);
           else isum = wrapAdd(isum, wrapMul(loadInt(a, ai), loadInt(b, bj)));
         }

@@ -1,4 +1,4 @@
-// Source ops (no operands): constant, iota and random.
+// Source ops: constant, iota and random (whose only operand is an optional step counter).
 #include "interp/Eval.h"
 
 #include "support/Philox.h"
@@ -29,14 +29,16 @@ HostTensor evalIota(const ir::Node& node, Operands) {
   return out;
 }
 
-HostTensor evalRandom(const ir::Node& node, Operands) {
+HostTensor evalRandom(const ir::Node& node, Operands operands) {
   HostTensor out = makeResult(node);
   auto seed = static_cast<uint64_t>(node.attrInt("seed"));
   auto offset = static_cast<uint64_t>(node.attrInt("offset"));
+  // The step's two's-complement bits are the counter's high word (support/Philox.h).
+  uint64_t step = operands.empty() ? 0 : static_cast<uint64_t>(loadInt(*operands[0], 0));
   bool normal = node.attrStr("dist") == "normal";
   for (int64_t i = 0; i < out.numel(); ++i) {
     auto index = static_cast<uint64_t>(i);
-    out.set(i, normal ? philoxNormal(seed, offset, index) : philoxUniform(seed, offset, index));
+    out.set(i, normal ? philoxNormal(seed, offset, index, step) : philoxUniform(seed, offset, index, step));
   }
   return out;
 }

@@ -156,10 +156,49 @@ Graph Graph::clone() const {
       ops.push_back(it->second);
     }
     map[n->result] = g.addNodeRaw(n->op, std::move(ops), n->attrs, n->result->type, n->loc, n->result->name);
+    g.nodes_.back()->group = n->group;
   }
   for (const Output& o : outputs_) g.addOutput(o.name, map.at(o.value));
   for (const Update& u : updates_) g.addUpdate(map.at(u.param), map.at(u.value));
+  g.groups_ = groups_;
+  if (plan_) {
+    MemoryPlan plan = *plan_;
+    for (BufferSlot& s : plan.slots) s.value = map.at(s.value);
+    g.plan_ = std::move(plan);
+  }
   return g;
+}
+
+int32_t Graph::addGroup(KernelGroup group) {
+  groups_.push_back(std::move(group));
+  return static_cast<int32_t>(groups_.size() - 1);
+}
+
+void Graph::clearSchedule() {
+  groups_.clear();
+  plan_.reset();
+  for (auto& n : nodes_) n->group = -1;
+}
+
+std::string_view kernelKindName(KernelKind k) {
+  switch (k) {
+    case KernelKind::Loop: return "loop";
+    case KernelKind::Reduction: return "reduction";
+    case KernelKind::Contraction: return "contraction";
+    case KernelKind::Multi: return "multi";
+    case KernelKind::Op: return "op";
+  }
+  return "?";
+}
+
+bool kernelKindFromName(std::string_view name, KernelKind& out) {
+  for (KernelKind k : {KernelKind::Loop, KernelKind::Reduction, KernelKind::Contraction, KernelKind::Multi,
+                       KernelKind::Op})
+    if (kernelKindName(k) == name) {
+      out = k;
+      return true;
+    }
+  return false;
 }
 
 }  // namespace kiln::ir

@@ -10,6 +10,7 @@
 #include "support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -37,6 +38,8 @@ struct Node {
   std::vector<AttrValue> attrs;  // schema order (opInfo(op).attrs)
   Value* result = nullptr;
   SourceLoc loc;
+  /// The fusion group (index into Graph::groups()) this node's kernel computes; -1 before fusion.
+  int32_t group = -1;
 
   const OpInfo& info() const { return opInfo(op); }
   const AttrValue& attr(std::string_view name) const;
@@ -78,6 +81,42 @@ struct Output {
 struct Update {
   Value* param;  // ValueKind::Param
   Value* value;  // same type
+};
+
+/// How the nodes of a fusion group become one kernel (docs/KERNELS.md):
+///   loop         elementwise ops and movement views over one iteration domain
+///   reduction    reductions over the inner dimensions with elementwise prologue and epilogue
+///                (softmax, log_softmax + NLL, layer norm, mean/variance)
+///   contraction  one matmul/conv with its elementwise epilogue
+///   multi        several independent loops launched as one kernel (the optimizer update)
+///   op           one op with a dedicated implementation (gather, scatter_add, pooling, …)
+enum class KernelKind : uint8_t { Loop, Reduction, Contraction, Multi, Op };
+std::string_view kernelKindName(KernelKind k);
+/// The kind called `name`, or false.
+bool kernelKindFromName(std::string_view name, KernelKind& out);
+
+/// A fusion group: consecutive nodes that one kernel computes. The fuse pass sets them; the text
+/// form prints them as `kernel @name kind { … }` blocks with `notes` (why ops were or were not
+/// fused) as comments, which the parser skips.
+struct KernelGroup {
+  std::string name;
+  KernelKind kind = KernelKind::Loop;
+  std::vector<std::string> notes;
+};
+
+/// Where one buffer lives in the arena of a memory plan.
+struct BufferSlot {
+  Value* value;
+  int64_t offset;  // bytes from the arena's start; a multiple of the plan's alignment
+};
+
+/// The plan pass's result: every intermediate buffer (a node result that crosses a kernel
+/// boundary and is not a graph output) at an offset in one arena. Buffers whose lifetimes do not
+/// overlap may share bytes; passes/Plan.h explains the rules and validates a plan.
+struct MemoryPlan {
+  int64_t arenaBytes = 0;
+  int64_t alignment = 64;
+  std::vector<BufferSlot> slots;
 };
 
 class Graph {
@@ -125,7 +164,19 @@ class Graph {
   const Param* findParam(std::string_view name) const;
   const Output* findOutput(std::string_view name) const;
 
-  /// A deep copy with the same names, types and order.
+  /// Fusion groups (empty before the fuse pass); Node::group indexes them.
+  const std::vector<KernelGroup>& groups() const { return groups_; }
+  std::vector<KernelGroup>& mutableGroups() { return groups_; }
+  /// Adds a group and returns its index.
+  int32_t addGroup(KernelGroup group);
+  /// The memory plan, when the plan pass has run.
+  const MemoryPlan* plan() const { return plan_ ? &*plan_ : nullptr; }
+  void setPlan(MemoryPlan plan) { plan_ = std::move(plan); }
+  /// Drops the fusion groups and the memory plan: a pass that rewrites nodes after fusion calls
+  /// it (the verifier rejects groups whose nodes are no longer consecutive).
+  void clearSchedule();
+
+  /// A deep copy with the same names, types, order, groups and plan.
   Graph clone() const;
 
  private:
@@ -141,6 +192,8 @@ class Graph {
   std::vector<Param> params_;
   std::vector<Output> outputs_;
   std::vector<Update> updates_;
+  std::vector<KernelGroup> groups_;
+  std::optional<MemoryPlan> plan_;
   std::unordered_set<std::string> usedNames_;  // for uniqueness checks
 };
 

@@ -39,7 +39,7 @@ enum OpFlag : uint32_t {
   kMovement = 1u << 7,      // moves or copies elements without arithmetic
   kContraction = 1u << 8,   // matmul, conv
   kWindow = 1u << 9,        // pooling windows
-  kSource = 1u << 10,       // no operands: constants, iota, random
+  kSource = 1u << 10,       // no data operands: constants, iota, random (whose one operand is a step counter)
   kRandom = 1u << 11,       // draws from the counter-based generator
   kComposite = 1u << 12,    // decomposed into primitives before fusion; backends never see it
   kLoss = 1u << 13,         // a loss function

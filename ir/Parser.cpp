@@ -70,9 +70,60 @@ class Parser {
     if (isWord("param")) return param(g);
     if (isWord("output")) return output(g);
     if (isWord("update")) return update(g);
+    if (isWord("kernel")) return kernel(g);
+    if (isWord("plan")) return plan(g);
     if (tok_.kind == Tok::Local) return node(g);
-    fail(fmt::format("expected 'input', 'param', 'output', 'update', '%name = op(...)' or '}}', found {}",
+    fail(fmt::format("expected 'input', 'param', 'output', 'update', 'kernel', 'plan', '%name = op(...)' or '}}', "
+                     "found {}",
                      text::describe(tok_)));
+  }
+
+  // kernel @name kind { nodes }
+  void kernel(Graph& g) {
+    bump();
+    Token name = tok_;
+    if (tok_.kind != Tok::Global) fail(fmt::format("expected a kernel name '@name', found {}", text::describe(tok_)));
+    for (const KernelGroup& k : g.groups())
+      if (k.name == name.text) failAt(name, fmt::format("duplicate kernel @{}", name.text));
+    bump();
+    KernelGroup group{name.text, KernelKind::Loop, {}};
+    if (tok_.kind != Tok::Word || !kernelKindFromName(tok_.text, group.kind))
+      fail(fmt::format("expected a kernel kind (loop, reduction, contraction, multi or op), found {}",
+                       text::describe(tok_)));
+    bump();
+    expect(Tok::LBrace, "'{' after the kernel kind");
+    int32_t index = g.addGroup(std::move(group));
+    if (tok_.kind == Tok::RBrace) failAt(name, fmt::format("kernel @{} has no nodes", name.text));
+    while (tok_.kind != Tok::RBrace) {
+      if (tok_.kind != Tok::Local)
+        fail(fmt::format("expected '%name = op(...)' or '}}' inside kernel @{}, found {}", name.text,
+                         text::describe(tok_)));
+      node(g);
+      g.mutableNodes().back()->group = index;
+    }
+    bump();
+  }
+
+  // plan arena=N align=A { %value at offset ... }
+  void plan(Graph& g) {
+    Token start = tok_;
+    bump();
+    if (g.plan()) failAt(start, "a graph has at most one plan");
+    MemoryPlan plan;
+    expectWord("arena", "'arena='");
+    expect(Tok::Equal, "'=' after 'arena'");
+    plan.arenaBytes = parseInt("the arena size in bytes");
+    expectWord("align", "'align='");
+    expect(Tok::Equal, "'=' after 'align'");
+    plan.alignment = parseInt("the alignment in bytes");
+    expect(Tok::LBrace, "'{' after the plan's sizes");
+    while (tok_.kind != Tok::RBrace) {
+      Value* v = use();
+      expectWord("at", "'at' and the buffer's byte offset");
+      plan.slots.push_back({v, parseInt("a byte offset")});
+    }
+    bump();
+    g.setPlan(std::move(plan));
   }
 
   Token newName() {

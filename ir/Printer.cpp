@@ -97,15 +97,37 @@ std::string printGraph(const Graph& g, const PrintOptions& opts) {
   for (const Param& p : g.params())
     out += fmt::format("  param {} : {} = {}{}\n", ref(p.value), p.value->type.str(), printInitializer(p.init),
                        printLoc(p.value->loc, opts));
+  // Nodes of one fusion group are consecutive (the verifier checks it); each group prints as a
+  // `kernel` block with its notes as comments.
+  int32_t openGroup = -1;
+  auto closeGroup = [&] {
+    if (openGroup >= 0) out += "  }\n";
+    openGroup = -1;
+  };
   for (const auto& n : g.nodes()) {
+    if (n->group != openGroup) {
+      closeGroup();
+      if (n->group >= 0 && static_cast<size_t>(n->group) < g.groups().size()) {
+        const KernelGroup& k = g.groups()[n->group];
+        out += fmt::format("  kernel @{} {} {{\n", k.name, kernelKindName(k.kind));
+        for (const std::string& note : k.notes) out += fmt::format("    # {}\n", note);
+        openGroup = n->group;
+      }
+    }
     std::vector<std::string> operands;
     for (const Value* v : n->operands) operands.push_back(ref(v));
     std::string type = n->result ? n->result->type.str() : "?";
-    out += fmt::format("  {} = {}({}){} : {}{}\n", ref(n->result), n->info().name, fmt::join(operands, ", "),
-                       printAttrs(*n), type, printLoc(n->loc, opts));
+    out += fmt::format("{}  {} = {}({}){} : {}{}\n", openGroup >= 0 ? "  " : "", ref(n->result), n->info().name,
+                       fmt::join(operands, ", "), printAttrs(*n), type, printLoc(n->loc, opts));
   }
+  closeGroup();
   for (const Output& o : g.outputs()) out += fmt::format("  output %{} = {}\n", o.name, ref(o.value));
   for (const Update& u : g.updates()) out += fmt::format("  update {} = {}\n", ref(u.param), ref(u.value));
+  if (const MemoryPlan* plan = g.plan()) {
+    out += fmt::format("  plan arena={} align={} {{\n", plan->arenaBytes, plan->alignment);
+    for (const BufferSlot& s : plan->slots) out += fmt::format("    {} at {}\n", ref(s.value), s.offset);
+    out += "  }\n";
+  }
   out += "}\n";
   return out;
 }

@@ -256,9 +256,11 @@ TensorType inferMatMul(const InferContext& ctx) {
   requireSameDType(ctx);
   requireDType(ctx, 0, isNumeric(a.dtype), "numeric");
   ctx.check(a.rank() >= 2 && b.rank() >= 2, "both operands need rank >= 2");
-  int64_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1];
-  int64_t k2 = b.shape[b.rank() - 2], n = b.shape[b.rank() - 1];
-  ctx.check(k == k2, "contracted dimensions differ ({} vs {})", k, k2);
+  bool ta = ctx.getBool("transpose_a"), tb = ctx.getBool("transpose_b");
+  int64_t m = a.shape[a.rank() - (ta ? 1 : 2)], k = a.shape[a.rank() - (ta ? 2 : 1)];
+  int64_t k2 = b.shape[b.rank() - (tb ? 1 : 2)], n = b.shape[b.rank() - (tb ? 2 : 1)];
+  ctx.check(k == k2, "contracted dimensions differ ({} vs {}{})", k, k2,
+            ta || tb ? fmt::format(" with transpose_a={}, transpose_b={}", ta, tb) : std::string());
   Shape batch;
   ctx.check(broadcastShapes(Shape(a.shape.begin(), a.shape.end() - 2), Shape(b.shape.begin(), b.shape.end() - 2),
                             batch),
@@ -314,6 +316,14 @@ TensorType sourceType(const InferContext& ctx) {
   checkShapeAttr(ctx, ctx.getInts("shape"), "shape");
   return {ctx.getDType("dtype"), ctx.getInts("shape")};
 }
+
+/// The optional step counter of the random ops (random, dropout): operand `i` when present.
+void checkStepOperand(const InferContext& ctx, size_t i) {
+  if (ctx.numOperands() <= i) return;
+  const TensorType& step = ctx.operand(i);
+  ctx.check(step.dtype == DType::i64 && step.rank() == 0, "the step operand must be an i64 scalar (i64[]), got {}",
+            step.str());
+}
 }  // namespace
 
 TensorType inferConstant(const InferContext& ctx) {
@@ -335,6 +345,7 @@ TensorType inferRandom(const InferContext& ctx) {
   TensorType t = sourceType(ctx);
   ctx.check(isFloat(t.dtype), "random needs a float dtype, got {}", dtypeName(t.dtype));
   ctx.check(ctx.getInt("seed") >= 0 && ctx.getInt("offset") >= 0, "seed and offset must be non-negative");
+  checkStepOperand(ctx, 0);
   return t;
 }
 
@@ -404,6 +415,7 @@ TensorType inferDropout(const InferContext& ctx) {
   double p = ctx.getFloat("p");
   ctx.check(p >= 0 && p < 1, "p must be in [0, 1), got {}", p);
   ctx.check(ctx.getInt("seed") >= 0 && ctx.getInt("offset") >= 0, "seed and offset must be non-negative");
+  checkStepOperand(ctx, 1);
   return ctx.operand(0);
 }
 

@@ -89,6 +89,8 @@ class Verifier {
                             u.value->type.str(), u.param->type.str()));
       if (!updated.insert(u.param).second) problem(fmt::format("parameter %{} is updated twice", u.param->name));
     }
+    groups();
+    plan();
     return std::move(problems_);
   }
 
@@ -190,6 +192,61 @@ class Verifier {
       }
     }
     return ok;
+  }
+
+  // Fusion groups: valid indices, unique names, each group's nodes consecutive and non-empty.
+  void groups() {
+    const auto& groups = g_.groups();
+    std::unordered_set<std::string> names;
+    for (const KernelGroup& k : groups)
+      if (!text::isValidName(k.name) || !names.insert(k.name).second)
+        problem(fmt::format("kernel name '{}' is invalid or used twice", text::excerpt(k.name)));
+    std::vector<int> seen(groups.size(), 0);  // 0: not yet, 1: open, 2: closed
+    int32_t open = -1;
+    for (const auto& n : g_.nodes()) {
+      if (!n) continue;
+      if (n->group != open && open >= 0) seen[open] = 2;
+      if (n->group < -1 || n->group >= static_cast<int32_t>(groups.size())) {
+        problem(fmt::format("{}%{}: kernel group {} does not exist", prefix(n->loc), names_.of(n->result), n->group));
+        open = -1;
+        continue;
+      }
+      if (n->group >= 0 && n->group != open) {
+        if (seen[n->group] == 2)
+          problem(fmt::format("{}%{}: the nodes of kernel @{} are not consecutive", prefix(n->loc),
+                              names_.of(n->result), groups[n->group].name));
+        seen[n->group] = 1;
+      }
+      open = n->group;
+    }
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (!seen[i]) problem(fmt::format("kernel @{} has no nodes", groups[i].name));
+  }
+
+  // Memory plan: slots name defined node results once, at aligned offsets inside the arena. Whether
+  // live buffers overlap is the plan pass's validator's business (it needs liveness).
+  void plan() {
+    const MemoryPlan* plan = g_.plan();
+    if (!plan) return;
+    if (plan->alignment <= 0 || (plan->alignment & (plan->alignment - 1)) != 0)
+      problem(fmt::format("plan: alignment {} is not a power of two", plan->alignment));
+    if (plan->arenaBytes < 0) problem(fmt::format("plan: negative arena size {}", plan->arenaBytes));
+    std::unordered_set<const Value*> placed;
+    for (const BufferSlot& s : plan->slots) {
+      if (!s.value || !defined_.count(s.value)) {
+        problem("plan: a slot refers to a value that is not defined in this graph");
+        continue;
+      }
+      std::string what = "%" + names_.of(s.value);
+      if (s.value->kind != ValueKind::Result) problem(fmt::format("plan: {} is not a node result", what));
+      if (!placed.insert(s.value).second) problem(fmt::format("plan: {} is placed twice", what));
+      int64_t bytes = s.value->type.numel() * static_cast<int64_t>(dtypeSize(s.value->type.dtype));
+      if (s.offset < 0 || s.offset > plan->arenaBytes - bytes)
+        problem(fmt::format("plan: {} ({} bytes at offset {}) lies outside the arena of {} bytes", what, bytes,
+                            s.offset, plan->arenaBytes));
+      else if (plan->alignment > 0 && s.offset % plan->alignment != 0)
+        problem(fmt::format("plan: {} at offset {} is not {}-byte aligned", what, s.offset, plan->alignment));
+    }
   }
 
   const Graph& g_;

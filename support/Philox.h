@@ -1,7 +1,9 @@
 // Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11). Element i of a random tensor
-// drawn with (seed, offset) depends only on (seed, offset + i), so the reference interpreter, the
-// CPU backend and CUDA kernels draw bit-identical numbers in any order and on any number of
-// threads. Parameter initializers use the same generator.
+// drawn with (seed, offset) at training step `step` depends only on the key `seed` and the 128-bit
+// counter (offset + i, step), so the reference interpreter, the CPU backend and CUDA kernels draw
+// bit-identical numbers in any order and on any number of threads. The step occupies the counter's
+// high 64 bits (as curand's subsequence does): every step has a 2^64-long stream of its own, which
+// no offset of another step can reach. Parameter initializers use the same generator at step 0.
 #pragma once
 
 #include <cmath>
@@ -12,10 +14,11 @@ namespace kiln {
 struct Philox4x32 {
   uint32_t out[4];
 
-  /// Runs ten Philox rounds on counter (ctr_lo, ctr_hi, 0, 0) with key (seed lo, seed hi).
-  static Philox4x32 run(uint64_t seed, uint64_t counter) {
+  /// Runs ten Philox rounds on the counter (counter lo, counter hi, high lo, high hi) with key
+  /// (seed lo, seed hi).
+  static Philox4x32 run(uint64_t seed, uint64_t counter, uint64_t high = 0) {
     uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
-    uint32_t c2 = 0, c3 = 0;
+    uint32_t c2 = static_cast<uint32_t>(high), c3 = static_cast<uint32_t>(high >> 32);
     uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
     for (int r = 0; r < 10; ++r) {
       uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
@@ -32,15 +35,16 @@ struct Philox4x32 {
   }
 };
 
-/// A uniform float in [0, 1) with 24 random bits, for element `index` of stream (seed, offset).
-inline float philoxUniform(uint64_t seed, uint64_t offset, uint64_t index) {
-  uint32_t bits = Philox4x32::run(seed, offset + index).out[0];
+/// A uniform float in [0, 1) with 24 random bits, for element `index` of stream (seed, offset) at
+/// training step `step`.
+inline float philoxUniform(uint64_t seed, uint64_t offset, uint64_t index, uint64_t step = 0) {
+  uint32_t bits = Philox4x32::run(seed, offset + index, step).out[0];
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
 }
 
 /// A standard normal float (Box-Muller on two 32-bit draws of the same counter).
-inline float philoxNormal(uint64_t seed, uint64_t offset, uint64_t index) {
-  Philox4x32 r = Philox4x32::run(seed, offset + index);
+inline float philoxNormal(uint64_t seed, uint64_t offset, uint64_t index, uint64_t step = 0) {
+  Philox4x32 r = Philox4x32::run(seed, offset + index, step);
   // u1 in (0, 1] so the log is finite; u2 in [0, 1).
   float u1 = static_cast<float>((r.out[0] >> 8) + 1) * (1.0f / 16777216.0f);
   float u2 = static_cast<float>(r.out[1] >> 8) * (1.0f / 16777216.0f);

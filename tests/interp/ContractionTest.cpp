@@ -1,5 +1,5 @@
-// matmul (batch broadcasting, integer and f16 accumulation) and conv2d (stride, padding,
-// dilation, groups).
+// matmul (batch broadcasting, transpose flags, integer and f16 accumulation) and conv2d (stride,
+// padding, dilation, groups).
 #include <cstdint>
 
 #include "InterpTestUtil.h"
@@ -29,6 +29,26 @@ TEST(InterpMatMul, RankTwoTimesBatch) {
   HostTensor r = evalOp(OpKind::MatMul, {f32({2, 2}, {0, 1, 1, 0}), f32({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})});
   expectType(r, DType::f32, {2, 2, 2});
   expectValues(r, {3, 4, 1, 2, 7, 8, 5, 6});
+}
+
+TEST(InterpMatMul, TransposeFlagsReadTheOperandsTransposed) {
+  // a = [[1,2,3],[4,5,6]] stored transposed as [3,2]; b = [[7,8],[9,10],[11,12]] stored as [2,3].
+  HostTensor at = f32({3, 2}, {1, 4, 2, 5, 3, 6}), bt = f32({2, 3}, {7, 9, 11, 8, 10, 12});
+  HostTensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  const std::vector<double> expected = {58, 64, 139, 154};
+  expectValues(evalOp(OpKind::MatMul, {at, b}, {{"transpose_a", true}}), expected);
+  expectValues(evalOp(OpKind::MatMul, {a, bt}, {{"transpose_b", true}}), expected);
+  HostTensor both = evalOp(OpKind::MatMul, {at, bt}, {{"transpose_a", true}, {"transpose_b", true}});
+  expectType(both, DType::f32, {2, 2});
+  expectValues(both, expected);
+}
+
+TEST(InterpMatMul, TransposeFlagsWithBroadcastBatch) {
+  // a: [2, 2, 1] is two column vectors (one per batch), transposed to rows [1, 2]; b: one [2, 3].
+  HostTensor r = evalOp(OpKind::MatMul, {f32({2, 2, 1}, {1, 2, 3, 4}), f32({2, 3}, {1, 0, 1, 0, 1, 1})},
+                        {{"transpose_a", true}});
+  expectType(r, DType::f32, {2, 1, 3});
+  expectValues(r, {1, 2, 3, 3, 4, 7});
 }
 
 TEST(InterpMatMul, OddSizes) {

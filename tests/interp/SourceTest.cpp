@@ -1,4 +1,5 @@
-// Source ops: constant (splat and full), iota, random (determinism, offsets, statistics).
+// Source ops: constant (splat and full), iota, random (determinism, offsets, the step operand,
+// statistics).
 #include "InterpTestUtil.h"
 #include "support/Philox.h"
 
@@ -50,6 +51,22 @@ TEST(InterpRandom, DeterministicAndMatchesPhilox) {
   for (int64_t i = 0; i < 7; ++i) EXPECT_EQ(a.at(i), philoxUniform(42, 0, static_cast<uint64_t>(i)));
   HostTensor other = random(7, 43, 0);
   EXPECT_FALSE(a.identical(other));
+}
+
+TEST(InterpRandom, StepOperandSelectsTheStepsStream) {
+  auto withStep = [](int64_t step, std::string dist) {
+    HostTensor s(DType::i64, {});
+    s.set(0, static_cast<double>(step));
+    return evalOp(OpKind::Random, {s}, {{"shape", Ints{9}}, {"seed", int64_t{5}}, {"offset", int64_t{2}}, {"dist", dist}});
+  };
+  EXPECT_TRUE(withStep(0, "uniform").identical(random(9, 5, 2)));
+  HostTensor u = withStep(3, "uniform"), z = withStep(3, "normal");
+  for (int64_t i = 0; i < 9; ++i) {
+    auto index = static_cast<uint64_t>(i);
+    EXPECT_EQ(u.at(i), philoxUniform(5, 2, index, 3)) << i;
+    EXPECT_EQ(z.at(i), philoxNormal(5, 2, index, 3)) << i;
+  }
+  EXPECT_FALSE(u.identical(withStep(4, "uniform")));
 }
 
 TEST(InterpRandom, OffsetShiftsTheStream) {

@@ -45,7 +45,7 @@ inline std::vector<OpExample> opExamples() {
   ex.push_back({"pad", {T(f, {2, 3})}, {{"low", Ints{0, 1}}, {"high", Ints{2, 0}}, {"value", -1.5}}});
   ex.push_back({"gather", {T(f, {5, 3}), T(l, {2, 4})}, {{"axis", int64_t{0}}}});
   ex.push_back({"one_hot", {T(l, {4})}, {{"num_classes", int64_t{10}}, {"dtype", DType::f16}}});
-  ex.push_back({"matmul", {T(f, {7, 2, 3}), T(f, {3, 4})}, {}});
+  ex.push_back({"matmul", {T(f, {7, 3, 2}), T(f, {4, 3})}, {{"transpose_a", true}, {"transpose_b", true}}});
   ex.push_back({"conv2d",
                 {T(f, {1, 4, 9, 9}), T(f, {6, 2, 3, 3})},
                 {{"stride", Ints{2, 1}}, {"padding", Ints{1, 0}}, {"dilation", Ints{1, 2}}, {"groups", int64_t{2}}}});
@@ -77,6 +77,7 @@ inline std::vector<OpExample> opExamples() {
   ex.push_back({"random",
                 {},
                 {{"shape", Ints{4}}, {"dist", std::string("normal")}, {"seed", int64_t{7}}, {"offset", int64_t{64}}}});
+  ex.push_back({"random", {T(l, {})}, {{"shape", Ints{2, 3}}, {"seed", int64_t{7}}}});  // with a step counter
   ex.push_back({"linear", {T(f, {2, 3}), T(f, {4, 3}), T(f, {4})}, {}});
   ex.push_back({"gelu", {T(f, {2, 3})}, {{"approximate", std::string("tanh")}}});
   ex.push_back({"softmax", {T(f, {2, 3})}, {{"axis", int64_t{0}}}});
@@ -87,6 +88,7 @@ inline std::vector<OpExample> opExamples() {
   ex.push_back({"layer_norm", {T(f, {2, 3, 8}), T(f, {3, 8}), T(f, {3, 8})},
                 {{"normalized_ndim", int64_t{2}}, {"eps", 1e-6}}});
   ex.push_back({"dropout", {T(f, {2, 3})}, {{"p", 0.1}, {"seed", int64_t{3}}, {"offset", int64_t{12}}}});
+  ex.push_back({"dropout", {T(f, {2, 3}), T(l, {})}, {{"p", 0.5}, {"seed", int64_t{3}}}});
   ex.push_back({"embedding", {T(DType::i32, {2, 5}), T(f, {10, 8})}, {}});
   ex.push_back({"attention", {T(f, {2, 4, 8}), T(f, {2, 4, 8}), T(f, {2, 4, 5})},
                 {{"causal", true}, {"scale", 0.125}}});

@@ -55,7 +55,7 @@ TEST(ParseError, ShapeWithTooManyElements) {
 
 TEST(ParseError, MissingClosingBrace) {
   EXPECT_EQ(errorOf("graph @g {\n  input %x : f32[2]\n"),
-            "t.kir:3:1: expected 'input', 'param', 'output', 'update', '%name = op(...)' or '}', found end of file");
+            "t.kir:3:1: expected 'input', 'param', 'output', 'update', 'kernel', 'plan', '%name = op(...)' or '}', found end of file");
 }
 
 TEST(ParseError, MissingResultType) {
@@ -149,7 +149,7 @@ TEST(ParseError, FileStructure) {
   EXPECT_EQ(errorOf("graph g {}"), "t.kir:1:7: expected a graph name '@name', found 'g'");
   EXPECT_EQ(errorOf("graph @g {}\ngraph @h {}\n"), "t.kir:2:1: expected end of file after the graph, found 'graph'");
   EXPECT_EQ(bodyError("  inputs %x : f32[2]\n"),
-            "t.kir:2:3: expected 'input', 'param', 'output', 'update', '%name = op(...)' or '}', found 'inputs'");
+            "t.kir:2:3: expected 'input', 'param', 'output', 'update', 'kernel', 'plan', '%name = op(...)' or '}', found 'inputs'");
 }
 
 TEST(ParseError, LongTokensAreTruncatedInMessages) {

@@ -22,7 +22,7 @@ TEST(Verifier, WrongResultTypeNamesOpOperandsAndLocation) {
   Graph g("g");
   Value* x = g.addInput("x", f32({2, 3}));
   Value* w = g.addInput("w", f32({3, 4}));
-  g.addNodeRaw(OpKind::MatMul, {x, w}, {}, f32({2, 3}), kLoc);
+  g.addNodeRaw(OpKind::MatMul, {x, w}, {false, false}, f32({2, 3}), kLoc);  // transpose_a, transpose_b
   EXPECT_EQ(verifyGraph(g), std::vector<std::string>{
                                 "model.cpp:7:3: %0 = op 'matmul' with operands (f32[2,3], f32[3,4]): result type "
                                 "f32[2,3] does not match the inferred type f32[2,4]"});
@@ -38,7 +38,7 @@ TEST(Verifier, ShapeRuleErrorIsReported) {
   Graph g("g");
   Value* x = g.addInput("x", f32({2, 3}));
   Value* w = g.addInput("w", f32({4, 5}));
-  g.addNodeRaw(OpKind::MatMul, {x, w}, {}, f32({2, 5}), kLoc, "y");
+  g.addNodeRaw(OpKind::MatMul, {x, w}, {false, false}, f32({2, 5}), kLoc, "y");
   EXPECT_EQ(verifyGraph(g), std::vector<std::string>{"model.cpp:7:3: %y = op 'matmul' with operands (f32[2,3], "
                                                      "f32[4,5]): contracted dimensions differ (3 vs 4)"});
 }
