@@ -39,7 +39,7 @@ std::unordered_set<const Value*> valuesOf(const ir::Graph& g) {
   return all;
 }
 
-void checkRequest(const ir::Graph& g, const Value* loss, std::span<Value* const> wrt) {
+void checkRequest(const ir::Graph& g, const Value* loss, std::span<Value* const> wrt, const Value* seed) {
   for (const auto& n : g.nodes())
     if (n->info().has(ir::kComposite))
       throw Error(n->loc, fmt::format("autodiff: op '{}' is composite; run the decompose pass first (the "
@@ -50,6 +50,8 @@ void checkRequest(const ir::Graph& g, const Value* loss, std::span<Value* const>
   if (loss->type.numel() != 1 || !isFloat(loss->type.dtype))
     throw Error(locOf(loss), fmt::format("autodiff: the loss must be a float scalar, but {} is {}", describe(loss),
                                          loss->type.numel() != 1 ? "not a scalar" : "not a float"));
+  KILN_CHECK(seed == nullptr || (all.count(seed) && seed->type == loss->type),
+             "autodiff: the seed must be a value of graph '{}' typed like the loss ({})", g.name(), loss->type.str());
   for (size_t i = 0; i < wrt.size(); ++i) {
     const Value* v = wrt[i];
     KILN_CHECK(v != nullptr && all.count(v), "autodiff: value #{} to differentiate with respect to is not in graph '{}'",
@@ -77,14 +79,14 @@ std::unordered_set<const Value*> activeValues(const ir::Graph& g, std::span<Valu
 
 }  // namespace
 
-GradientResult appendGradients(ir::Graph& g, Value* loss, std::span<Value* const> wrt) {
-  checkRequest(g, loss, wrt);
+GradientResult appendGradients(ir::Graph& g, Value* loss, std::span<Value* const> wrt, Value* seed) {
+  checkRequest(g, loss, wrt, seed);
   std::unordered_set<const Value*> active = activeValues(g, wrt);
   std::unordered_map<const Value*, Value*> adjoint;
 
   if (active.count(loss)) {
-    ad::Builder seed(g, locOf(loss));
-    adjoint[loss] = ad::ones(seed, loss->type);
+    ad::Builder seedBuilder(g, locOf(loss));
+    adjoint[loss] = seed != nullptr ? seed : ad::ones(seedBuilder, loss->type);
     // Snapshot: the sweep appends nodes, and must visit forward nodes only.
     std::vector<const ir::Node*> forward;
     for (const auto& n : g.nodes()) forward.push_back(n.get());
@@ -124,7 +126,7 @@ GradientResult appendGradients(ir::Graph& g, Value* loss, std::span<Value* const
   return result;
 }
 
-void autodiff(ir::Graph& g) {
+void autodiff(ir::Graph& g, const PassContext& ctx) {
   decompose(g);
   const ir::Output* lossOut = g.findOutput("loss");
   if (lossOut == nullptr) {
@@ -146,8 +148,7 @@ void autodiff(ir::Graph& g) {
       g.nameValue(grad, name);
     g.addOutput(name, grad);
   }
-  // PassContext has no diagnostics sink yet, so the warnings go to stderr like a compiler's.
-  for (const std::string& w : r.warnings) fmt::print(stderr, "warning: {}\n", w);
+  for (const std::string& w : r.warnings) ctx.warning(w);
 }
 
 }  // namespace kiln::passes

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "passes/Pass.h"
 
 #include <span>
 #include <string>
@@ -27,13 +28,17 @@ struct GradientResult {
 };
 
 /// Appends the backward computation of `loss` (a scalar, float) with respect to each of `wrt`
-/// (float values of `g`). The graph must hold primitives only. Errors (kiln::Error): `loss` not
-/// scalar or not float, a `wrt` value that is integer/bool or not in `g`, a composite op.
-GradientResult appendGradients(ir::Graph& g, ir::Value* loss, std::span<ir::Value* const> wrt);
+/// (float values of `g`). The graph must hold primitives only. `seed` is the adjoint the sweep
+/// starts from, d(objective)/d(loss): ones when null; a value of `g` with the loss's type gives
+/// the gradients of seed * loss (f16 loss scaling seeds with its scale). Errors (kiln::Error):
+/// `loss` not scalar or not float, a `wrt` value that is integer/bool or not in `g`, a seed not in
+/// `g` or of another type, a composite op.
+GradientResult appendGradients(ir::Graph& g, ir::Value* loss, std::span<ir::Value* const> wrt,
+                               ir::Value* seed = nullptr);
 
 /// The registered "autodiff" pass: decomposes composites, then differentiates the output named
 /// "loss" with respect to every float parameter, adding outputs "grad.<parameter name>".
-void autodiff(ir::Graph& g);
+void autodiff(ir::Graph& g, const PassContext& ctx = {});
 
 /// Ops without a gradient rule and why (comparisons, argmax, integer sources, …): the list the
 /// documentation and the coverage test use.

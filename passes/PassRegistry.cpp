@@ -1,16 +1,47 @@
 // The pass registry: one table naming every pass (no static-initializer registration, which
 // static linking silently drops), and the pipeline driver that verifies and dumps after each pass.
+#include "passes/Amp.h"
 #include "passes/Autodiff.h"
+#include "passes/Canonicalize.h"
 #include "passes/Decompose.h"
+#include "passes/Fuse.h"
+#include "passes/Pipeline.h"
 #include "passes/Pass.h"
+#include "passes/Plan.h"
 
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "support/File.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 namespace kiln::passes {
+
+Precision precisionFromName(std::string_view name) {
+  if (name == "f32") return Precision::F32;
+  if (name == "bf16") return Precision::BF16;
+  if (name == "f16") return Precision::F16;
+  KILN_THROW("unknown precision '{}'; expected f32, bf16 or f16", name);
+}
+
+std::string_view precisionName(Precision p) {
+  switch (p) {
+    case Precision::F32: return "f32";
+    case Precision::BF16: return "bf16";
+    case Precision::F16: return "f16";
+  }
+  return "?";
+}
+
+void PassContext::warning(const std::string& message) const {
+  if (warn)
+    warn(message);
+  else
+    std::fprintf(stderr, "warning: %s\n", message.c_str());
+}
 
 const std::vector<Pass>& registeredPasses() {
   static const std::vector<Pass> passes = {
@@ -20,7 +51,18 @@ const std::vector<Pass>& registeredPasses() {
        [](ir::Graph& g, const PassContext&) { decompose(g); }},
       {"autodiff", "decomposes, then appends the gradient of output 'loss' w.r.t. every float parameter as outputs "
                    "'grad.<param>'",
-       [](ir::Graph& g, const PassContext&) { autodiff(g); }},
+       [](ir::Graph& g, const PassContext& ctx) { autodiff(g, ctx); }},
+      {"fuse", "partitions the graph into kernels: contractions with epilogues, elementwise loops, reductions with "
+               "prologue and epilogue, one multi-tensor optimizer update",
+       [](ir::Graph& g, const PassContext& ctx) { fuse(g, ctx); }},
+      {"canonicalize", "constant folding, algebraic identities, movement chains, transposes into matmul flags, CSE "
+                       "and DCE, to a fixed point (docs/PASSES.md)",
+       [](ir::Graph& g, const PassContext& ctx) { canonicalize(g, ctx); }},
+      {"amp", "mixed precision (--precision bf16|f16): f32 contractions take low-precision operands, results are cast "
+              "back to f32",
+       [](ir::Graph& g, const PassContext& ctx) { amp(g, ctx); }},
+      {"plan", "memory plan: buffer liveness over kernel steps, offsets in one arena, in-place reuse (passes/Plan.h)",
+       [](ir::Graph& g, const PassContext& ctx) { plan(g, ctx); }},
   };
   return passes;
 }
@@ -51,6 +93,19 @@ void dumpGraph(const ir::Graph& g, const std::string& dir, size_t index, const s
   KILN_CHECK(f.good(), "cannot write dump file '{}'", path.string());
 }
 
+// The kernels and the figures of the graph the pipeline produced. A graph that still holds
+// composite ops has no kernels yet, so it gets no kernel listing.
+void dumpSummary(const ir::Graph& g, const std::string& dir) {
+  namespace fs = std::filesystem;
+  bool primitive = std::none_of(g.nodes().begin(), g.nodes().end(),
+                                [](const auto& n) { return n->info().has(ir::kComposite); });
+  std::string summary = primitive ? summaryText(g, summarize(g))
+                                  : fmt::format("graph @{}: {} nodes, composite ops left (no kernels before "
+                                                "decompose)\n", g.name(), g.nodes().size());
+  writeFileAtomically((fs::path(dir) / "summary.txt").string(), summary);
+  if (primitive) writeFileAtomically((fs::path(dir) / "kernels.txt").string(), kernelListing(g));
+}
+
 }  // namespace
 
 void runPipeline(ir::Graph& g, const std::vector<std::string>& names, const PassContext& ctx) {
@@ -72,6 +127,7 @@ void runPipeline(ir::Graph& g, const std::vector<std::string>& names, const Pass
       KILN_THROW("the graph does not verify after pass '{}':\n{}", p.name, e.what());
     }
   }
+  if (!ctx.dumpDir.empty()) dumpSummary(g, ctx.dumpDir);
 }
 
 }  // namespace kiln::passes

@@ -1,10 +1,13 @@
 #include "passes/TrainingStep.h"
 
+#include "passes/Amp.h"
 #include "passes/Autodiff.h"
 #include "passes/Decompose.h"
+#include "passes/amp/LossScaling.h"
 #include "passes/decompose/Builder.h"
 
 #include <cmath>
+#include <optional>
 
 namespace kiln::passes {
 
@@ -58,6 +61,20 @@ Value* stateParam(ir::Graph& g, const Value* weight, const std::string& suffix) 
   return g.addParam(weight->name + "." + suffix, weight->type, ir::Initializer{}, weight->loc);
 }
 
+/// Gives every random op that has no step counter yet the parameter `rng.step` (i64[], zeros),
+/// which each step increments, so successive steps draw fresh dropout masks. The forward and the
+/// backward read the same random node, so a step's gradient sees that step's mask.
+void addRandomStep(ir::Graph& g, decomp::Builder& b) {
+  std::vector<ir::Node*> unstepped;
+  for (const auto& n : g.nodes())
+    if (n->info().has(ir::kRandom) && static_cast<int>(n->operands.size()) < n->info().maxOperands)
+      unstepped.push_back(n.get());
+  if (unstepped.empty()) return;
+  Value* step = g.addParam("rng.step", ir::TensorType{DType::i64, {}}, ir::Initializer{}, {});
+  for (ir::Node* n : unstepped) n->operands.push_back(step);  // a parameter precedes every node
+  g.addUpdate(step, b.add(step, b.constant(1, DType::i64)));
+}
+
 }  // namespace
 
 std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptions& options) {
@@ -71,9 +88,16 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
     if (isFloat(p.value->type.dtype)) weights.push_back(p.value);
   KILN_CHECK(!weights.empty(), "graph @{} has no float parameters to train", g.name());
 
-  GradientResult grads = appendGradients(g, lossOut->value, weights);
+  Value* loss = lossOut->value;
+  std::optional<lossscale::DynamicLossScaling> scaling;
+  if (options.precision == Precision::F16) scaling.emplace(g, options.lossScale);
+  GradientResult grads = appendGradients(g, loss, weights, scaling ? scaling->seed(loss) : nullptr);
   decomp::Builder b(g, SourceLoc{"<optimizer>", 0, 0});
+  addRandomStep(g, b);
   std::vector<Value*> gs = grads.grads;
+  if (scaling) scaling->unscale(gs);
+  // With loss scaling, a step whose gradients overflowed leaves every parameter and state as it was.
+  auto commit = [&](Value* param, Value* v) { g.addUpdate(param, scaling ? scaling->guard(param, v) : v); };
   if (c.clipNorm > 0) clipByGlobalNorm(b, gs, c.clipNorm);
 
   Value* lr = g.addInput("lr", ir::TensorType{DType::f32, {}});
@@ -83,7 +107,7 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
   if (c.kind != OptimizerConfig::Kind::Sgd) {
     Value* t = g.addParam("optim.step", ir::TensorType{DType::f32, {}}, ir::Initializer{}, {});
     step = b.add(t, b.constant(1, DType::f32));
-    g.addUpdate(t, step);
+    commit(t, step);
     // 1 - beta^t, computed once for all parameters.
     biasFix1 = oneMinusPow(b, c.beta1, step);
     biasFix2 = oneMinusPow(b, c.beta2, step);
@@ -105,7 +129,7 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
       if (c.momentum > 0) {
         Value* buf = stateParam(g, w, "momentum");
         Value* newBuf = b.add(b.mul(buf, k(c.momentum)), grad);
-        g.addUpdate(buf, newBuf);
+        commit(buf, newBuf);
         delta = c.nesterov ? b.add(grad, b.mul(newBuf, k(c.momentum))) : newBuf;
       }
     } else {
@@ -113,16 +137,19 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
       Value* v = stateParam(g, w, "adam_v");
       Value* newM = b.add(b.mul(m, k(c.beta1)), b.mul(grad, k(1 - c.beta1)));
       Value* newV = b.add(b.mul(v, k(c.beta2)), b.mul(b.mul(grad, grad), k(1 - c.beta2)));
-      g.addUpdate(m, newM);
-      g.addUpdate(v, newV);
+      commit(m, newM);
+      commit(v, newV);
       Value* fix1 = t == DType::f32 ? biasFix1 : b.op(OpKind::Cast, {biasFix1}, {{"dtype", t}});
       Value* fix2 = t == DType::f32 ? biasFix2 : b.op(OpKind::Cast, {biasFix2}, {{"dtype", t}});
       Value* mHat = b.div(newM, fix1);
       Value* vHat = b.div(newV, fix2);
       delta = b.div(mHat, b.add(b.unary(OpKind::Sqrt, vHat), k(c.eps)));
     }
-    g.addUpdate(w, b.sub(base, b.mul(lrT, delta)));
+    commit(w, b.sub(base, b.mul(lrT, delta)));
   }
+  PassContext ampContext;
+  ampContext.precision = options.precision;
+  amp(g, ampContext);
   return grads.warnings;
 }
 

@@ -12,9 +12,25 @@
 // The learning rate is a graph input `lr` (f32[]), so schedules need no recompile. Optimizer state
 // is parameters named after their weight (`fc1.weight.momentum`, `fc1.weight.adam_m`, `.adam_v`)
 // plus the step counter `optim.step` (f32[]; exact up to 2^24 steps), all initialized to zeros.
+// A graph that draws random numbers (dropout) gets the parameter `rng.step` (i64[], zeros, +1 per
+// step) as the step operand of every random op that has none, so each step draws fresh masks.
+//
+// Mixed precision (`precision`): bf16 and f16 run the amp pass (passes/Amp.h) over the whole step
+// after differentiation, so forward and backward contractions take low-precision operands while
+// the loss, the gradients and the optimizer stay f32. f16 adds dynamic loss scaling in the graph:
+//   state: scale = param amp.loss_scale (f32[], initialScale), good = param amp.good_steps (f32[])
+//   the backward pass is seeded with scale (the gradients of loss * scale), then each gradient is
+//   multiplied by 1/scale;
+//   finite = every gradient element is finite (max |g| <= the type's largest finite value);
+//   every parameter and optimizer-state update (optim.step included) is select(finite, new, old);
+//   finite:  good += 1; when good reaches growthInterval: scale = min(2*scale, 2^127), good = 0
+//   else:    scale = max(scale / 2, 1), good = 0
+// and the output `amp.skipped` (f32[]) is 1 for a skipped step, 0 otherwise. The loss output is
+// the unscaled loss. (rng.step advances on a skipped step too, so the next try draws new masks.)
 #pragma once
 
 #include "ir/Graph.h"
+#include "passes/Pass.h"
 
 #include <string>
 #include <string_view>
@@ -35,9 +51,19 @@ struct OptimizerConfig {
 /// "sgd", "adam", "adamw" → kind (kiln::Error listing the names otherwise).
 OptimizerConfig::Kind optimizerKindFromName(std::string_view name);
 
+/// f16 dynamic loss scaling (see above): the first scale, and how many finite steps in a row
+/// double it (PyTorch's GradScaler defaults).
+struct LossScaleConfig {
+  double initialScale = 65536;  // in [1, FLT_MAX]
+  int64_t growthInterval = 2000;  // in [1, 2^24]
+};
+
 struct TrainingStepOptions {
   std::string lossOutput = "loss";
   OptimizerConfig optimizer;
+  /// f32: no change; bf16, f16: the amp pass over the whole step; f16 adds loss scaling.
+  Precision precision = Precision::F32;
+  LossScaleConfig lossScale;  // f16 only
 };
 
 /// Rewrites the forward graph `g` (with a scalar float output `lossOutput`) into a training step.

@@ -10,7 +10,9 @@ using ir::Value;
 
 namespace {
 
-Value* transposed(Builder& b, Value* v) { return b.permute(v, swapLastTwo(v->type.rank())); }
+Value* matmul(Builder& b, Value* x, Value* y, bool transposeX, bool transposeY) {
+  return b.op(OpKind::MatMul, {x, y}, {{"transpose_a", transposeX}, {"transpose_b", transposeY}});
+}
 
 // The convolution geometry shared by conv2d and its two gradient ops.
 std::vector<ir::NamedAttr> convAttrs(const ir::Node& n) {
@@ -31,12 +33,16 @@ std::vector<ir::NamedAttr> poolAttrs(const ir::Node& n) {
 
 }  // namespace
 
-// y = a·b with broadcast batch dims: da = dy·bᵀ, db = aᵀ·dy, each summed over the batch dims its
-// operand was broadcast along (set() does that).
+// y = A·B with A = op(a), B = op(b) (op transposes the last two dims when the flag is set) and
+// broadcast batch dims: dA = dy·Bᵀ and dB = Aᵀ·dy. A transposed operand takes the transpose of its
+// adjoint, (dy·Bᵀ)ᵀ = B·dyᵀ and (Aᵀ·dy)ᵀ = dyᵀ·A, so every case is one matmul whose flags absorb
+// the transposes instead of permute nodes. Each is summed over the batch dims its operand was
+// broadcast along (set() does that).
 void gradMatMul(GradContext& ctx) {
-  Value *a = ctx.x(0), *b = ctx.x(1);
-  if (ctx.wants(0)) ctx.set(0, ctx.b.op(OpKind::MatMul, {ctx.dy, transposed(ctx.b, b)}));
-  if (ctx.wants(1)) ctx.set(1, ctx.b.op(OpKind::MatMul, {transposed(ctx.b, a), ctx.dy}));
+  Value *a = ctx.x(0), *b = ctx.x(1), *dy = ctx.dy;
+  bool ta = ctx.node.attrBool("transpose_a"), tb = ctx.node.attrBool("transpose_b");
+  if (ctx.wants(0)) ctx.set(0, ta ? matmul(ctx.b, b, dy, tb, true) : matmul(ctx.b, dy, b, false, !tb));
+  if (ctx.wants(1)) ctx.set(1, tb ? matmul(ctx.b, dy, a, true, ta) : matmul(ctx.b, a, dy, !ta, false));
 }
 
 void gradConv2d(GradContext& ctx) {

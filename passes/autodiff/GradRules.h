@@ -50,8 +50,6 @@ ir::Value* ones(Builder& b, const ir::TensorType& type);
 ir::Ints normalizeAxes(const ir::Ints& axes, int64_t rank);
 /// `shape` with the dimensions in `axes` set to 1 (the keepdim shape of a reduction).
 ir::Shape keptShape(const ir::Shape& shape, const ir::Ints& axes);
-/// The permutation swapping the last two dimensions of a rank-`rank` tensor.
-ir::Ints swapLastTwo(int64_t rank);
 
 // ---- rules, by family ---------------------------------------------------------------------------
 // Elementwise.cpp

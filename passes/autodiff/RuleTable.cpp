@@ -31,7 +31,7 @@ constexpr NoGradient kNoGradient[] = {
                             "through a per-window argmax routing that no primitive expresses yet"},
     {OpKind::Constant, "source: no operands"},
     {OpKind::Iota, "source: no operands (integer by default)"},
-    {OpKind::Random, "source: no operands; the draws do not depend on any value"},
+    {OpKind::Random, "source: the draws depend on no value but the optional step operand, an integer counter"},
 };
 
 struct RuleEntry {
@@ -148,12 +148,6 @@ ir::Shape keptShape(const ir::Shape& shape, const ir::Ints& axes) {
   ir::Shape kept = shape;
   for (int64_t a : axes) kept[a] = 1;
   return kept;
-}
-
-ir::Ints swapLastTwo(int64_t rank) {
-  ir::Ints perm = decomp::allAxes(rank);
-  std::swap(perm[rank - 2], perm[rank - 1]);
-  return perm;
 }
 
 }  // namespace ad

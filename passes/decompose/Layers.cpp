@@ -49,8 +49,9 @@ Value* decomposeDropout(Builder& b, const ir::Node& node, std::span<Value* const
   Value* x = xs[0];
   double p = node.attrFloat("p");
   // The mask is drawn in f32 whatever x's type, so the same seed drops the same elements in an
-  // f16 and an f32 model.
-  Value* u = b.op(OpKind::Random, {},
+  // f16 and an f32 model. The step counter, when there is one, goes to the random op.
+  std::vector<Value*> step(xs.begin() + 1, xs.end());
+  Value* u = b.op(OpKind::Random, std::move(step),
                   {{"shape", x->type.shape},
                    {"dtype", DType::f32},
                    {"dist", std::string("uniform")},

@@ -1,6 +1,6 @@
 // Gradient checks of the composite ops, differentiated through their decompositions: linear,
 // activations, reduce_mean, softmax/log_softmax, the losses, layer_norm, attention, embedding and
-// dropout (a fixed seed makes its mask a constant, so finite differences see the same mask).
+// dropout (a fixed seed and step make its mask a constant, so finite differences see the same mask).
 #include "GradCheck.h"
 
 #include <gtest/gtest.h>
@@ -150,6 +150,9 @@ TEST(GradCheckComposite, DropoutFixedSeed) {
   checkOp("[2,3,4] p 0.5 seed 11 offset 40", OpKind::Dropout, {arg(rng.uniform({2, 3, 4}))},
           {{"p", 0.5}, {"seed", int64_t{11}}, {"offset", int64_t{40}}});
   checkOp("[3] p 0 seed 1", OpKind::Dropout, {arg(rng.uniform({3}))}, {{"p", 0.0}, {"seed", int64_t{1}}});
+  // A training step's counter as the step operand (an integer input: no gradient of its own).
+  checkOp("[4,5] p 0.3 seed 7 step 3", OpKind::Dropout, {arg(rng.uniform({4, 5})), arg(i64({}, {3}))},
+          {{"p", 0.3}, {"seed", int64_t{7}}});
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Gradient checks of matmul (batch dimensions that broadcast both ways), conv2d (stride, padding,
-// dilation, groups, asymmetric settings) and the pooling windows (overlapping and padded windows;
-// distinct values so a max is never tied).
+// Gradient checks of matmul (batch dimensions that broadcast both ways, transpose flags), conv2d
+// (stride, padding, dilation, groups, asymmetric settings) and the pooling windows (overlapping and
+// padded windows; distinct values so a max is never tied).
 #include "GradCheck.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +27,36 @@ TEST(GradCheckMatMul, BatchBroadcasting) {
                                          {{3, 1}, {1, 5}}})          // K = 1
     checkOp(ir::shapeStr(c.a) + " x " + ir::shapeStr(c.b), OpKind::MatMul,
             {arg(rng.uniform(c.a)), arg(rng.uniform(c.b))});
+}
+
+// Every combination of the transpose flags, with batch dimensions that broadcast both ways, so a
+// rule that transposes the wrong adjoint (or forgets a flag) fails on the non-square operands.
+TEST(GradCheckMatMul, TransposeFlags) {
+  Rng rng(52);
+  struct Case {
+    Shape a, b;  // as stored: [.., K, M] when transpose_a, [.., N, K] when transpose_b
+    bool ta, tb;
+  };
+  for (const Case& c : std::vector<Case>{{{4, 3}, {4, 2}, true, false},
+                                         {{3, 4}, {2, 4}, false, true},
+                                         {{4, 3}, {2, 4}, true, true},
+                                         {{2, 1, 4, 3}, {5, 4, 2}, true, false},
+                                         {{3, 4}, {2, 5, 4}, false, true},
+                                         {{1, 4, 3}, {2, 2, 4}, true, true},
+                                         {{2, 1, 3}, {1, 4, 1}, true, true}})  // K = 1, M = 3, N = 4
+    checkOp(fmt::format("{} x {} transpose_a={} transpose_b={}", ir::shapeStr(c.a), ir::shapeStr(c.b), c.ta, c.tb),
+            OpKind::MatMul, {arg(rng.uniform(c.a)), arg(rng.uniform(c.b))},
+            {{"transpose_a", c.ta}, {"transpose_b", c.tb}});
+}
+
+// A flagged matmul of one value with itself (x xᵀ and xᵀ x): both adjoints land on the same value.
+TEST(GradCheckMatMul, GramMatrices) {
+  Rng rng(53);
+  for (bool ta : {false, true})
+    checkGradients(fmt::format("matmul(x, x, transpose_a={}, transpose_b={})", ta, !ta), {arg(rng.uniform({3, 2}))},
+                   [ta](ir::Graph& g, std::span<ir::Value* const> in) {
+                     return node(g, OpKind::MatMul, {in[0], in[0]}, {{"transpose_a", ta}, {"transpose_b", !ta}});
+                   });
 }
 
 TEST(GradCheckMatMul, SquareOfOneMatrix) {

@@ -83,7 +83,10 @@ TEST(Pipeline, DumpsTheIrAfterEveryPass) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"01-verify.kir", "02-decompose.kir"}));
+  EXPECT_EQ(files, (std::vector<std::string>{"01-verify.kir", "02-decompose.kir", "kernels.txt", "summary.txt"}));
+  std::string summary = readFile(dir / "summary.txt");
+  EXPECT_NE(summary.find("kernels:     6 (4 loop, 2 reduction)"), std::string::npos) << summary;
+  EXPECT_NE(readFile(dir / "kernels.txt").find("reduce_max"), std::string::npos);
 
   std::string afterVerify = readFile(dir / "01-verify.kir");
   std::string afterDecompose = readFile(dir / "02-decompose.kir");

@@ -21,3 +21,20 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
 void writeTextOutput(const std::string& path, const std::string& text);
 
 }  // namespace kiln::cli
+
+namespace kiln::ir {
+class Graph;
+}
+
+namespace kiln::cli {
+
+/// Adds `--dump DIR` to a command that compiles. When the option is absent, the environment
+/// variable KILN_DUMP fills it in (see dumpDirectory).
+void addDumpOption(CLI::App* cmd, std::string& dir);
+/// `given`, or $KILN_DUMP when `given` is empty.
+std::string dumpDirectory(const std::string& given);
+/// Compiles a copy of `g` with the default pipeline (passes/Pipeline.h) and writes its dump to
+/// `dir`: the IR after every pass, kernels.txt and summary.txt. Prints where to stderr.
+void dumpCompilation(const ir::Graph& g, const std::string& dir, const std::string& precision);
+
+}  // namespace kiln::cli

@@ -5,6 +5,9 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "passes/Amp.h"
+#include "passes/Decompose.h"
+#include "passes/Pipeline.h"
 #include "passes/Pass.h"
 #include "passes/TrainingStep.h"
 #include "support/File.h"
@@ -106,7 +109,7 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       std::string model, out = "-";
       kiln::ZooOptions zoo;
       bool noLoss = false, train = false;
-      std::string optimizer = "sgd";
+      std::string optimizer = "sgd", precision = "f32", dumpDir;
     };
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("export", "Trace a zoo model to .kir text");
@@ -118,17 +121,28 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     cmd->add_flag("--train", o->train, "export the whole training step: forward, backward and optimizer update");
     cmd->add_option("--optimizer", o->optimizer, "with --train: sgd, adam or adamw")
         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+    cmd->add_option("--precision", o->precision,
+                    "f32, bf16 or f16: contractions in low precision (amp pass); with --train, f16 adds loss scaling")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+    addDumpOption(cmd, o->dumpDir);
     commands.emplace_back(cmd, [o] {
       KILN_CHECK(!(o->train && o->noLoss), "--train needs the loss: drop --no-loss");
       o->zoo.withLoss = !o->noLoss;
       ir::Graph g = kiln::buildZooModel(o->model, o->zoo);
+      passes::PassContext ctx;
+      ctx.precision = passes::precisionFromName(o->precision);
       if (o->train) {
         passes::TrainingStepOptions to;
         to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
+        to.precision = ctx.precision;
         for (const std::string& w : passes::buildTrainingStep(g, to)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      } else if (ctx.precision != passes::Precision::F32) {
+        passes::decompose(g);  // amp sees the matmuls inside linear, attention, …
+        passes::amp(g, ctx);
       }
       writeTextOutput(o->out, ir::printGraph(g));
       if (o->out != "-") std::fprintf(stderr, "wrote %s: %s\n", o->out.c_str(), summarize(g).c_str());
+      if (std::string dir = dumpDirectory(o->dumpDir); !dir.empty()) dumpCompilation(g, dir, "f32");
       return 0;
     });
   }
@@ -150,20 +164,28 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   }
   {
     struct Options {
-      std::string file, passList, out = "-", dumpDir;
+      std::string file, passList, out = "-", dumpDir, precision = "f32";
+      bool summary = false;
     };
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("opt", "Run passes on a .kir file and print the result");
     cmd->add_option("FILE", o->file, ".kir file")->required();
-    cmd->add_option("--passes", o->passList, "comma-separated pass names (see `kiln passes`)")->required();
+    cmd->add_option("--passes", o->passList,
+                    "comma-separated pass names (see `kiln passes`); default: the default pipeline "
+                    "decompose,canonicalize,amp,fuse,plan");
     cmd->add_option("-o,--output", o->out, "output .kir file ('-' = stdout)");
-    cmd->add_option("--dump", o->dumpDir, "write the IR after every pass into this directory");
+    cmd->add_flag("--summary", o->summary, "print the kernels, FLOPs, bytes moved and memory of the result to stderr");
+    addDumpOption(cmd, o->dumpDir);
+    cmd->add_option("--precision", o->precision, "the amp pass's policy: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}));
     commands.emplace_back(cmd, [o] {
       ir::Graph g = ir::parseGraphFile(o->file);
       passes::PassContext ctx;
-      ctx.dumpDir = o->dumpDir;
-      passes::runPipeline(g, splitCommaList(o->passList), ctx);
+      ctx.dumpDir = dumpDirectory(o->dumpDir);
+      ctx.precision = passes::precisionFromName(o->precision);
+      passes::runPipeline(g, o->passList.empty() ? passes::defaultPipeline() : splitCommaList(o->passList), ctx);
       writeTextOutput(o->out, ir::printGraph(g));
+      if (o->summary) std::fputs(passes::summaryText(g, passes::summarize(g)).c_str(), stderr);
       return 0;
     });
   }

@@ -97,7 +97,7 @@ rt::HostTensor reshapeRows(const rt::HostTensor& t) {
 void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   {
     struct Options {
-      std::string file, inputsPath, weightsPath, outPath, target = "interp";
+      std::string file, inputsPath, weightsPath, outPath, target = "interp", dumpDir;
       std::vector<std::string> argmaxOutputs;
       bool print = false;
     };
@@ -110,6 +110,7 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
     cmd->add_option("--target", o->target, "where to run: interp (the reference interpreter)")
         ->check(CLI::IsMember({"interp"}));
     cmd->add_flag("--print", o->print, "print every output");
+    addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
     commands.emplace_back(cmd, [o] {
       ir::Graph g = ir::parseGraphFile(o->file);
@@ -137,6 +138,7 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
           KILN_CHECK(g.findParam(name) != nullptr, "{}: '{}' is not a parameter of graph @{}", o->weightsPath, name,
                      g.name());
       }
+      if (std::string dir = dumpDirectory(o->dumpDir); !dir.empty()) dumpCompilation(g, dir, "f32");
       auto t0 = std::chrono::steady_clock::now();
       interp::TensorMap outputs = interp::run(g, graphInputs, weights);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -2,10 +2,10 @@
 // backward, optimizer) as one graph, evaluated by the reference interpreter for now.
 #include "tools/kiln/Commands.h"
 
+#include "frontend/Build.h"
 #include "frontend/Zoo.h"
 #include "interp/Interpreter.h"
 #include "ir/Printer.h"
-#include "passes/TrainingStep.h"
 #include "runtime/Datasets.h"
 #include "runtime/Safetensors.h"
 
@@ -75,17 +75,12 @@ std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
 }
 
 /// Accuracy over every example of `data`, in batches of `batch` and one smaller last batch; the
-/// inference graphs share the model's parameters (not the optimizer state).
-double accuracy(const std::string& model, uint64_t seed, int64_t batch, const Split& data,
-                const interp::TensorMap& trained) {
+/// inference graphs (eval mode) share the model's parameters (not the optimizer state).
+double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const interp::TensorMap& trained) {
   int64_t correct = 0;
   for (int64_t start = 0; start < data.size();) {
     int64_t n = std::min(batch, data.size() - start);
-    ZooOptions zo;
-    zo.batch = n;
-    zo.withLoss = false;
-    zo.seed = seed;
-    ir::Graph inference = buildZooModel(model, zo);
+    ir::Graph inference = model.inferenceForBatch(n);
     interp::TensorMap params;
     for (const ir::Param& p : inference.params()) params.emplace(p.value->name, trained.at(p.value->name));
     const ir::Value* x = inference.inputs().at(0);
@@ -109,7 +104,7 @@ double accuracy(const std::string& model, uint64_t seed, int64_t batch, const Sp
 
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   struct Options {
-    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "interp";
+    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "interp", precision = "f32", dumpDir;
     int64_t epochs = 1, batch = 32, limit = -1, evalLimit = -1, evalBatch = 500;
     double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
     uint64_t seed = 0;
@@ -129,25 +124,28 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   cmd->add_option("--weight-decay", o->weightDecay, "weight decay")->check(CLI::NonNegativeNumber);
   cmd->add_option("--clip-norm", o->clipNorm, "clip gradients to this global L2 norm (0: off)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", o->precision,
+                  "f32, bf16 or f16: contractions in low precision (amp pass); f16 adds dynamic loss scaling")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--seed", o->seed, "seed of the initializers and the shuffling");
   cmd->add_option("--save", o->save, "write the trained parameters to this safetensors file");
   cmd->add_option("--target", o->target, "where to run: interp (the reference interpreter)")
       ->check(CLI::IsMember({"interp"}));
+  addDumpOption(cmd, o->dumpDir);
   commands.emplace_back(cmd, [o] {
-    ZooOptions zo;
-    zo.batch = o->batch;
-    zo.seed = o->seed;
-    ir::Graph step = buildZooModel(o->model, zo);
-    KILN_CHECK(step.findOutput("logits") != nullptr && step.findInput("labels") != nullptr,
-               "kiln train needs a classifier (outputs logits, input labels); '{}' is not one", o->model);
-    std::vector<std::string> modelParams;  // the model's own, without the optimizer state added below
-    for (const ir::Param& p : step.params()) modelParams.push_back(p.value->name);
     passes::TrainingStepOptions to;
     to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
     to.optimizer.momentum = o->momentum;
     to.optimizer.weightDecay = o->weightDecay;
     to.optimizer.clipNorm = o->clipNorm;
-    for (const std::string& w : passes::buildTrainingStep(step, to)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    to.precision = passes::precisionFromName(o->precision);
+    BuiltModel model = build(zooModel(o->model, {.batch = o->batch, .seed = o->seed}), to);
+    const ir::Graph& step = model.trainStep;
+    KILN_CHECK(step.findOutput("logits") != nullptr && step.findInput("labels") != nullptr,
+               "kiln train needs a classifier (outputs logits, input labels); '{}' is not one", o->model);
+    for (const std::string& w : model.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    // The training step's precision is already applied; amp at f32 leaves it alone.
+    if (std::string dir = dumpDirectory(o->dumpDir); !dir.empty()) dumpCompilation(step, dir, "f32");
     auto [train, test] = loadData(o->data, o->limit);
     if (o->evalLimit > 0 && o->evalLimit < test.size()) {
       std::vector<int64_t> rows(o->evalLimit);
@@ -172,7 +170,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       shuffle(order, shuffleState);
       auto t0 = std::chrono::steady_clock::now();
       double lossSum = 0;
-      int64_t steps = 0;
+      int64_t steps = 0, skipped = 0;
       for (int64_t start = 0; start + o->batch <= train.size(); start += o->batch, ++steps) {
         std::span<const int64_t> rows(order.data() + start, o->batch);
         interp::TensorMap in{{"x", gatherRows(train.x, rows, row)}, {"labels", gatherRows(train.y, rows, {})},
@@ -181,20 +179,25 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         interp::TensorMap out = interp::run(step, in, params, &updated);
         for (auto& [name, t] : updated) params.insert_or_assign(name, std::move(t));
         double loss = out.at("loss").at(0);
+        if (out.count("amp.skipped") && out.at("amp.skipped").at(0) != 0) {
+          ++skipped;  // f16 overflow: the step kept the parameters and halved the loss scale
+          continue;
+        }
         KILN_CHECK(std::isfinite(loss), "the loss became {} at epoch {}, step {}: lower the learning rate", loss,
                    epoch, steps + 1);
         lossSum += loss;
       }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double acc = accuracy(o->model, o->seed, o->evalBatch, test, params);
-      std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)\n",
-                  static_cast<long long>(epoch), steps ? lossSum / steps : 0.0, 100 * acc,
-                  steps * o->batch / seconds, static_cast<long long>(steps), seconds);
+      double acc = accuracy(model, o->evalBatch, test, params);
+      std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)%s\n",
+                  static_cast<long long>(epoch), steps > skipped ? lossSum / (steps - skipped) : 0.0, 100 * acc,
+                  steps * o->batch / seconds, static_cast<long long>(steps), seconds,
+                  skipped ? fmt::format(", {} skipped on f16 overflow", skipped).c_str() : "");
       std::fflush(stdout);
     }
     if (!o->save.empty()) {
       rt::NamedTensors weights;
-      for (const std::string& name : modelParams) weights.emplace(name, params.at(name));
+      for (const std::string& name : model.parameterNames) weights.emplace(name, params.at(name));
       rt::saveSafetensors(o->save, weights);
       std::fprintf(stderr, "wrote %s\n", o->save.c_str());
     }

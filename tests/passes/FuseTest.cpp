@@ -1,0 +1,190 @@
+// The fuse pass and the kernel descriptions it implies: every zoo model's inference graph and
+// training step, and a few hundred random graphs, compute the same values through their kernel
+// descriptions (interp::runKernels) as the reference interpreter computes from the unfused graph,
+// bit for bit (the descriptions evaluate each op with the interpreter's own evaluators).
+#include "RandomGraphs.h"
+
+#include "frontend/Zoo.h"
+#include "interp/KernelExec.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Schedule.h"
+#include "ir/Verifier.h"
+#include "kernels/Kernel.h"
+#include "passes/Decompose.h"
+#include "passes/Fuse.h"
+#include "passes/Pipeline.h"
+#include "passes/Plan.h"
+#include "passes/TrainingStep.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+using namespace kiln;
+
+namespace {
+
+std::string describe(const rt::HostTensor& t) {
+  std::string s = t.typeStr() + " [";
+  for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i) s += std::to_string(t.at(i)) + " ";
+  return s + "...]";
+}
+
+void expectSame(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (const auto& [name, t] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": missing " << name;
+    EXPECT_TRUE(t.identical(it->second)) << what << ": " << name << " differs: " << describe(t) << " vs "
+                                         << describe(it->second);
+  }
+}
+
+/// Labels and token ids must be valid class indices; everything else random.
+interp::TensorMap modelInputs(const ir::Graph& g) {
+  interp::TensorMap in = kiln::testing::randomInputs(g, 7);
+  if (auto it = in.find("lr"); it != in.end()) it->second.set(0, 0.01);
+  return in;
+}
+
+size_t kernelCount(const ir::Graph& g) { return kernels::lowerGraph(g).size(); }
+
+/// Decomposes, fuses, checks the result verifies, round-trips as text and computes what the
+/// unfused graph computes (outputs and parameter updates).
+void checkFused(ir::Graph g, const std::string& what) {
+  passes::decompose(g);
+  interp::TensorMap in = modelInputs(g);
+  interp::TensorMap params = interp::initializeParams(g);
+  interp::TensorMap wantUpdates, gotUpdates, unfusedUpdates;
+  interp::TensorMap want = interp::runPrimitives(g, in, params, &wantUpdates);
+  // Unfused: every node its own kernel.
+  expectSame(want, interp::runKernels(g, in, params, &unfusedUpdates), what + " (unfused kernels)");
+  expectSame(wantUpdates, unfusedUpdates, what + " (unfused kernels, updates)");
+  size_t before = kernelCount(g);
+  ir::Graph fused = g.clone();
+  passes::fuse(fused);
+  ASSERT_TRUE(ir::verifyGraph(fused).empty()) << what << ":\n" << ir::verifyGraph(fused)[0];
+  expectSame(want, interp::runKernels(fused, in, params, &gotUpdates), what + " (fused)");
+  expectSame(wantUpdates, gotUpdates, what + " (fused, updates)");
+  size_t after = kernelCount(fused);
+  EXPECT_LT(after, before) << what;
+  std::printf("%-28s %4zu nodes: %4zu kernels unfused, %4zu fused\n", what.c_str(), g.nodes().size(), before, after);
+  // The text form keeps the grouping.
+  std::string text = ir::printGraph(fused);
+  ir::Graph reparsed = ir::parseGraph(text, what + ".kir");
+  reparsed.mutableGroups() = fused.groups();  // notes are comments, not parsed
+  EXPECT_EQ(ir::printGraph(reparsed), text) << what;
+}
+
+}  // namespace
+
+TEST(Fuse, ZooModelsInference) {
+  for (const std::string& name : zooModelNames()) {
+    ZooOptions o;
+    o.batch = 2;
+    o.withLoss = false;
+    checkFused(buildZooModel(name, o), name);
+  }
+}
+
+TEST(Fuse, ZooModelsTrainingSteps) {
+  for (const std::string& name : zooModelNames())
+    for (const char* optimizer : {"sgd", "adam"}) {
+      ZooOptions o;
+      o.batch = 2;
+      ir::Graph g = buildZooModel(name, o);
+      passes::TrainingStepOptions to;
+      to.optimizer.kind = passes::optimizerKindFromName(optimizer);
+      to.optimizer.momentum = 0.9;
+      passes::buildTrainingStep(g, to);
+      checkFused(std::move(g), name + " train " + optimizer);
+    }
+}
+
+TEST(Fuse, RandomGraphs) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    ir::Graph g = kiln::testing::randomGraph(seed);
+    interp::TensorMap in = kiln::testing::randomInputs(g, seed);
+    interp::TensorMap want = interp::runPrimitives(g, in, {});
+    ir::Graph fused = g.clone();
+    passes::fuse(fused);
+    ASSERT_TRUE(ir::verifyGraph(fused).empty()) << "seed " << seed << ":\n" << ir::printGraph(fused);
+    expectSame(want, interp::runKernels(fused, in, {}), "random graph " + std::to_string(seed));
+    if (HasFailure()) {
+      ADD_FAILURE() << ir::printGraph(g) << "\nfused:\n" << ir::printGraph(fused);
+      return;
+    }
+  }
+}
+
+TEST(Fuse, SoftmaxIsOneReductionKernel) {
+  ir::Graph g = ir::parseGraph(R"(graph @softmax {
+  input %x : f32[4,10]
+  %y = softmax(%x) : f32[4,10]
+  output %y = %y
+}
+)",
+                               "softmax.kir");
+  passes::decompose(g);
+  passes::fuse(g);
+  std::vector<kernels::Kernel> ks = kernels::lowerGraph(g);
+  ASSERT_EQ(ks.size(), 1u) << ir::printGraph(g);
+  EXPECT_EQ(ks[0].kind, ir::KernelKind::Reduction);
+  ASSERT_EQ(ks[0].nests.size(), 1u);
+  EXPECT_EQ(ks[0].nests[0].reductions.size(), 2u);  // max, then the sum of exponentials
+  EXPECT_EQ(ks[0].bytesRead, 4 * 10 * 4);
+  EXPECT_EQ(ks[0].bytesWritten, 4 * 10 * 4);
+}
+
+TEST(Fuse, CompositeOpsAreRefused) {
+  ir::Graph g = ir::parseGraph(R"(graph @g {
+  input %x : f32[4,10]
+  %y = softmax(%x) : f32[4,10]
+  output %y = %y
+}
+)",
+                               "g.kir");
+  try {
+    passes::fuse(g);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'softmax' is a composite op; run decompose first"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The whole default pipeline (decompose, canonicalize, amp f32, fuse, plan) on every zoo model's
+// training step: the kernels compute what the interpreter computes from the traced graph, within
+// 1e-5 relative (canonicalize may reassociate constants), and the memory plan validates.
+TEST(Fuse, DefaultPipelineOnTrainingSteps) {
+  for (const std::string& name : zooModelNames()) {
+    ZooOptions o;
+    o.batch = 2;
+    ir::Graph g = buildZooModel(name, o);
+    passes::TrainingStepOptions to;
+    to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+    passes::buildTrainingStep(g, to);
+    interp::TensorMap in = modelInputs(g);
+    interp::TensorMap params = interp::initializeParams(g);
+    interp::TensorMap wantUpdates, gotUpdates;
+    interp::TensorMap want = interp::run(g, in, params, &wantUpdates);
+    ir::Graph compiled = g.clone();
+    passes::compileGraph(compiled);
+    EXPECT_TRUE(passes::validatePlan(compiled).empty()) << name;
+    interp::TensorMap got = interp::runKernels(compiled, in, params, &gotUpdates);
+    auto close = [&](const interp::TensorMap& a, const interp::TensorMap& b, const std::string& what) {
+      for (const auto& [key, t] : a) {
+        const rt::HostTensor& u = b.at(key);
+        for (int64_t i = 0; i < t.numel(); ++i)
+          ASSERT_NEAR(t.at(i), u.at(i), 1e-5 * std::max(1.0, std::abs(t.at(i)))) << what << " " << key << "[" << i << "]";
+      }
+    };
+    close(want, got, name + " outputs");
+    close(wantUpdates, gotUpdates, name + " updates");
+    passes::GraphSummary s = passes::summarize(compiled);
+    std::printf("%-12s %4lld kernels, %.3g flops, %lld bytes moved, arena %lld of %lld bytes\n", name.c_str(),
+                static_cast<long long>(s.kernels), s.flops, static_cast<long long>(s.bytesMoved),
+                static_cast<long long>(s.arenaBytes), static_cast<long long>(s.sumOfBuffers));
+  }
+}
