@@ -1,7 +1,8 @@
-// The kiln C++ front end in one include: Tracer and Tensor, the tensor ops, nn modules and the
-// model zoo.
+// The kiln C++ front end in one include: Tracer and Tensor, the tensor ops, nn modules, the build
+// API (training step and inference graph from a model) and the model zoo.
 #pragma once
 
+#include "frontend/Build.h"
 #include "frontend/Init.h"
 #include "frontend/Ops.h"
 #include "frontend/Tensor.h"

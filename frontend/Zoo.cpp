@@ -78,44 +78,54 @@ struct TinyGpt : nn::Module {
   }
 };
 
-/// Classifier models: input x (float or token ids), labels i64[B], outputs logits and loss.
+/// Classifier models: input x (float or token ids), target labels i64[B], output logits, loss
+/// cross_entropy.
 template <typename M>
-ir::Graph classifier(std::string_view name, const ZooOptions& o, DType xType, Shape xShape) {
-  Tracer t(std::string(name), o.seed);
-  M model;
-  Tensor x = t.input(xType == DType::i64 ? "tokens" : "x", xType, std::move(xShape));
-  Tensor logits = model.forward(x);
-  t.output("logits", logits);
-  if (o.withLoss) t.output("loss", cross_entropy(logits, t.input("labels", DType::i64, {o.batch})));
-  return t.finish();
+Model classifier(std::string_view name, const ZooOptions& o, DType xType, Shape xShape) {
+  auto model = std::make_shared<M>();
+  Model spec;
+  spec.name = std::string(name);
+  spec.seed = o.seed;
+  spec.module = model.get();
+  spec.inputs = {{xType == DType::i64 ? "tokens" : "x", xType, std::move(xShape)}};
+  spec.targets = {{"labels", DType::i64, {o.batch}}};
+  spec.forward = [model](const NamedTensors& in) -> NamedTensors { return {{"logits", model->forward(in[0])}}; };
+  spec.loss = [](const NamedTensors& out, const NamedTensors& t) { return cross_entropy(out["logits"], t["labels"]); };
+  return spec;
 }
 
-ir::Graph tinyMlp(const ZooOptions& o) {
-  Tracer t("tiny_mlp", o.seed);
-  TinyMlp model;
-  Tensor pred = model.forward(t.input("x", DType::f32, {o.batch, 64}));
-  t.output("pred", pred);
-  if (o.withLoss) t.output("loss", mse_loss(pred, t.input("target", DType::f32, {o.batch, 1})));
-  return t.finish();
+Model tinyMlp(const ZooOptions& o) {
+  auto model = std::make_shared<TinyMlp>();
+  Model spec;
+  spec.name = "tiny_mlp";
+  spec.seed = o.seed;
+  spec.module = model.get();
+  spec.inputs = {{"x", DType::f32, {o.batch, 64}}};
+  spec.targets = {{"target", DType::f32, {o.batch, 1}}};
+  spec.forward = [model](const NamedTensors& in) -> NamedTensors { return {{"pred", model->forward(in["x"])}}; };
+  spec.loss = [](const NamedTensors& out, const NamedTensors& t) { return mse_loss(out["pred"], t["target"]); };
+  return spec;
 }
 
-ir::Graph transformer(const ZooOptions& o) {
-  Tracer t("transformer", o.seed);
-  TinyGpt model;
-  Tensor tokens = t.input("tokens", DType::i64, {o.batch, TinyGpt::kContext});
-  Tensor logits = model.forward(tokens);
-  t.output("logits", logits);
-  if (o.withLoss) {
-    Tensor targets = t.input("targets", DType::i64, {o.batch, TinyGpt::kContext});
-    Tensor flatLogits = reshape(logits, {-1, TinyGpt::kVocab});  // [B*T, V]
-    t.output("loss", cross_entropy(flatLogits, reshape(targets, {-1})));
-  }
-  return t.finish();
+Model transformer(const ZooOptions& o) {
+  auto model = std::make_shared<TinyGpt>();
+  Model spec;
+  spec.name = "transformer";
+  spec.seed = o.seed;
+  spec.module = model.get();
+  spec.inputs = {{"tokens", DType::i64, {o.batch, TinyGpt::kContext}}};
+  spec.targets = {{"targets", DType::i64, {o.batch, TinyGpt::kContext}}};
+  spec.forward = [model](const NamedTensors& in) -> NamedTensors { return {{"logits", model->forward(in["tokens"])}}; };
+  spec.loss = [](const NamedTensors& out, const NamedTensors& t) {
+    Tensor flatLogits = reshape(out["logits"], {-1, TinyGpt::kVocab});  // [B*T, V]
+    return cross_entropy(flatLogits, reshape(t["targets"], {-1}));
+  };
+  return spec;
 }
 
 struct ZooEntry {
   std::string_view name;
-  std::function<ir::Graph(const ZooOptions&)> build;
+  std::function<Model(const ZooOptions&)> spec;
 };
 
 const std::vector<ZooEntry>& zoo() {
@@ -139,11 +149,15 @@ std::vector<std::string> zooModelNames() {
   return names;
 }
 
-ir::Graph buildZooModel(std::string_view name, const ZooOptions& opts) {
+Model zooModel(std::string_view name, const ZooOptions& opts) {
   KILN_CHECK(opts.batch > 0, "zoo model '{}': batch must be positive, got {}", name, opts.batch);
   for (const ZooEntry& e : zoo())
-    if (e.name == name) return e.build(opts);
+    if (e.name == name) return e.spec(opts);
   KILN_THROW("unknown zoo model '{}' (known models: {})", name, fmt::join(zooModelNames(), ", "));
+}
+
+ir::Graph buildZooModel(std::string_view name, const ZooOptions& opts) {
+  return buildForward(zooModel(name, opts), {.withLoss = opts.withLoss});
 }
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // and the `kiln` tool. docs/MODELS.md lists each model's inputs, parameters and outputs.
 #pragma once
 
+#include "frontend/Build.h"
 #include "ir/Graph.h"
 
 #include <cstdint>
@@ -22,8 +23,13 @@ struct ZooOptions {
   uint64_t seed = 0;
 };
 
-/// The graph of zoo model `name` (the graph is named after the model). An unknown name or a
-/// non-positive batch is a kiln::Error; the message lists the known models.
+/// Zoo model `name` as a build spec (frontend/Build.h) at opts.batch and opts.seed, owning its
+/// modules, for kiln::build; opts.withLoss does not apply. An unknown name or a non-positive batch
+/// is a kiln::Error; the message lists the known models.
+Model zooModel(std::string_view name, const ZooOptions& opts = {});
+
+/// The forward graph of zoo model `name` (buildForward of zooModel; named after the model), with
+/// the label input and the `loss` output when opts.withLoss.
 ir::Graph buildZooModel(std::string_view name, const ZooOptions& opts = {});
 
 }  // namespace kiln
