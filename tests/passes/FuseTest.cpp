@@ -188,3 +188,33 @@ TEST(Fuse, DefaultPipelineOnTrainingSteps) {
                 static_cast<long long>(s.arenaBytes), static_cast<long long>(s.sumOfBuffers));
   }
 }
+
+// Regression figures: the kernels of every zoo model after the default pipeline at batch 32, as
+// docs/KERNELS.md lists them (scripts/kernel_table.sh prints the table). A change in fusion shows
+// up here first; update both together.
+TEST(Fuse, KernelCountsOfTheZoo) {
+  struct Expected {
+    const char* model;
+    int64_t inference, sgd, adam;
+  };
+  const Expected expected[] = {
+      {"tiny_mlp", 2, 9, 10},    {"mnist_mlp", 2, 11, 12}, {"digits_mlp", 2, 11, 12}, {"simplenet", 3, 15, 16},
+      {"cnn", 6, 21, 22},        {"lstm", 37, 318, 319},   {"transformer", 46, 135, 136},
+  };
+  ASSERT_EQ(std::size(expected), zooModelNames().size());
+  for (const Expected& e : expected) {
+    for (const char* graph : {"inference", "sgd", "adam"}) {
+      ZooOptions o;
+      o.withLoss = std::string(graph) != "inference";
+      ir::Graph g = buildZooModel(e.model, o);
+      if (o.withLoss) {
+        passes::TrainingStepOptions to;
+        to.optimizer.kind = passes::optimizerKindFromName(graph);
+        passes::buildTrainingStep(g, to);
+      }
+      passes::compileGraph(g);
+      int64_t want = std::string(graph) == "inference" ? e.inference : std::string(graph) == "sgd" ? e.sgd : e.adam;
+      EXPECT_EQ(passes::summarize(g).kernels, want) << e.model << " " << graph;
+    }
+  }
+}
