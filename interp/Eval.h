@@ -7,6 +7,7 @@
 #pragma once
 
 #include "interp/Interpreter.h"
+#include "ir/ScalarOps.h"
 
 #include <array>
 #include <span>
@@ -52,15 +53,9 @@ void storeInt(HostTensor& t, int64_t i, int64_t v);
 void copyElement(const HostTensor& src, int64_t from, HostTensor& dst, int64_t to);
 
 /// Wrapping two's-complement arithmetic on int64 (no undefined behaviour on overflow).
-inline int64_t wrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-inline int64_t wrapSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-inline int64_t wrapMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
+using ir::wrapAdd;
+using ir::wrapMul;
+using ir::wrapSub;
 
 /// Row-major coordinates of linear index `i` in `shape`.
 std::vector<int64_t> unravel(int64_t i, const ir::Shape& shape);

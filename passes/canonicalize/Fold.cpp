@@ -1,15 +1,16 @@
 // Constant folding: a node whose operands are all `constant` nodes is evaluated here and replaced
 // by one constant. The evaluator follows the reference interpreter exactly (interp/Eval*.cpp):
 // floats compute in double and round once to the result dtype, integers compute in int64 and wrap
-// to their width, casts truncate and saturate. The pass cannot call the interpreter (interp links
-// passes), so the scalar table below repeats the interpreter's; CanonicalizeTest's random graphs
-// check that both agree bit for bit.
+// to their width, casts truncate and saturate. The scalar functions are the interpreter's own rows
+// (ir/ScalarOps.h); CanonicalizeTest's random graphs check that both agree bit for bit.
 //
 // Folded: elementwise ops (unary, binary, select, cast, stop_gradient) and reshape, broadcast,
 // permute and slice. A splat stays a splat whatever its size; any other result is folded only up
 // to kMaxFoldedElements elements. An integer result that a constant's f64 `value` attribute cannot
 // hold exactly (beyond 2^53) is left unfolded.
 #include "passes/canonicalize/Rewriter.h"
+
+#include "ir/ScalarOps.h"
 
 #include <algorithm>
 #include <bit>
@@ -24,94 +25,6 @@ using ir::Value;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Two's-complement arithmetic without undefined behaviour on overflow.
-int64_t wrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-int64_t wrapSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-int64_t wrapMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
-double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
-int64_t intDiv(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return wrapSub(0, a);
-  return a / b;
-}
-
-struct UnaryFn {
-  OpKind op;
-  double (*onFloat)(double);
-  int64_t (*onInt)(int64_t);
-};
-
-struct BinaryFn {
-  OpKind op;
-  double (*onFloat)(double, double);
-  int64_t (*onInt)(int64_t, int64_t);
-};
-
-const UnaryFn kUnary[] = {
-    {OpKind::Neg, [](double x) { return -x; }, [](int64_t x) { return wrapSub(0, x); }},
-    {OpKind::Abs, [](double x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? wrapSub(0, x) : x; }},
-    {OpKind::Exp, [](double x) { return std::exp(x); }, nullptr},
-    {OpKind::Log, [](double x) { return std::log(x); }, nullptr},
-    {OpKind::Sqrt, [](double x) { return std::sqrt(x); }, nullptr},
-    {OpKind::Rsqrt, [](double x) { return 1.0 / std::sqrt(x); }, nullptr},
-    {OpKind::Reciprocal, [](double x) { return 1.0 / x; }, nullptr},
-    {OpKind::Tanh, [](double x) { return std::tanh(x); }, nullptr},
-    {OpKind::Sigmoid, sigmoid, nullptr},
-    {OpKind::Sin, [](double x) { return std::sin(x); }, nullptr},
-    {OpKind::Cos, [](double x) { return std::cos(x); }, nullptr},
-    {OpKind::Erf, [](double x) { return std::erf(x); }, nullptr},
-    {OpKind::Relu, [](double x) { return x > 0 || std::isnan(x) ? x : 0.0; },
-     [](int64_t x) { return x > 0 ? x : int64_t{0}; }},
-    {OpKind::Floor, [](double x) { return std::floor(x); }, nullptr},
-    {OpKind::Not, nullptr, [](int64_t x) { return int64_t{x == 0}; }},
-};
-
-const BinaryFn kBinary[] = {
-    {OpKind::Add, [](double a, double b) { return a + b; }, wrapAdd},
-    {OpKind::Sub, [](double a, double b) { return a - b; }, wrapSub},
-    {OpKind::Mul, [](double a, double b) { return a * b; }, wrapMul},
-    {OpKind::Div, [](double a, double b) { return a / b; }, intDiv},
-    {OpKind::Pow, [](double a, double b) { return std::pow(a, b); }, nullptr},
-    {OpKind::Max, [](double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : (a > b ? a : b); },
-     [](int64_t a, int64_t b) { return a > b ? a : b; }},
-    {OpKind::Min, [](double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : (a < b ? a : b); },
-     [](int64_t a, int64_t b) { return a < b ? a : b; }},
-    {OpKind::And, nullptr, [](int64_t a, int64_t b) { return int64_t{a != 0 && b != 0}; }},
-    {OpKind::Or, nullptr, [](int64_t a, int64_t b) { return int64_t{a != 0 || b != 0}; }},
-    {OpKind::Eq, [](double a, double b) { return a == b ? 1.0 : 0.0; },
-     [](int64_t a, int64_t b) { return int64_t{a == b}; }},
-    {OpKind::Ne, [](double a, double b) { return a != b ? 1.0 : 0.0; },
-     [](int64_t a, int64_t b) { return int64_t{a != b}; }},
-    {OpKind::Lt, [](double a, double b) { return a < b ? 1.0 : 0.0; },
-     [](int64_t a, int64_t b) { return int64_t{a < b}; }},
-    {OpKind::Le, [](double a, double b) { return a <= b ? 1.0 : 0.0; },
-     [](int64_t a, int64_t b) { return int64_t{a <= b}; }},
-    {OpKind::Gt, [](double a, double b) { return a > b ? 1.0 : 0.0; },
-     [](int64_t a, int64_t b) { return int64_t{a > b}; }},
-    {OpKind::Ge, [](double a, double b) { return a >= b ? 1.0 : 0.0; },
-     [](int64_t a, int64_t b) { return int64_t{a >= b}; }},
-};
-
-template <typename Row, size_t N>
-const Row* rowFor(const Row (&rows)[N], OpKind op) {
-  for (const Row& r : rows)
-    if (r.op == op) return &r;
-  return nullptr;
-}
 
 /// The int64 an integer or bool element holds after storing `v` (truncated toward zero,
 /// saturated, NaN → 0; bool: v != 0): support/DType.h's storeFromDouble.
@@ -232,7 +145,7 @@ std::optional<Literal> evalElementwise(const Candidate& c, std::span<const Liter
     return r;
   }
   bool floatArith = xs[0].isFloat();
-  if (const UnaryFn* row = rowFor(kUnary, c.op)) {
+  if (const ir::ScalarUnary* row = ir::scalarUnary(c.op)) {
     if (floatArith ? row->onFloat == nullptr : row->onInt == nullptr) return std::nullopt;
     for (int64_t i = 0; i < n; ++i) {
       if (floatArith) r.floats[i] = roundTo(c.type.dtype, row->onFloat(xs[0].f(i)));
@@ -240,7 +153,7 @@ std::optional<Literal> evalElementwise(const Candidate& c, std::span<const Liter
     }
     return r;
   }
-  const BinaryFn* row = rowFor(kBinary, c.op);
+  const ir::ScalarBinary* row = ir::scalarBinary(c.op);
   if (row == nullptr || (floatArith ? row->onFloat == nullptr : row->onInt == nullptr)) return std::nullopt;
   for (int64_t i = 0; i < n; ++i) {
     if (floatArith) {
