@@ -63,6 +63,8 @@ struct Expr {
     Acc,       // the contraction's result at the current point (contraction epilogues)
     Op,        // the elementwise primitive `op` with `attrs` applied to args
   };
+  Expr(Kind k, DType t) : kind(k), dtype(t) {}
+
   Kind kind;
   DType dtype;
   ir::OpKind op = ir::OpKind::Add;       // Kind::Op

@@ -30,7 +30,9 @@ TEST(HostTarget, AgreesWithProcCpuinfo) {
 
 TEST(Devices, CudaStatusNeverThrowsAndExplainsAbsence) {
   auto st = kiln::rt::cudaStatus();
-  if (st.devices.empty()) EXPECT_FALSE(st.problem.empty());
+  if (st.devices.empty()) {
+    EXPECT_FALSE(st.problem.empty());
+  }
   for (const auto& d : st.devices) {
     EXPECT_FALSE(d.name.empty());
     EXPECT_GE(d.ccMajor, 3);
