@@ -1,0 +1,333 @@
+#include "codegen/cpu/Jit.h"
+
+#include "support/Error.h"
+#include "support/File.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/ExecutionEngine/Orc/Core.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Support/xxhash.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <type_traits>
+
+namespace kiln::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+/// LLVM's messages end with a newline (the verifier's with several); kiln's do not.
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string message(llvm::Error err) { return trimmed(llvm::toString(std::move(err))); }
+
+template <typename T>
+T unwrap(llvm::Expected<T> value, std::string_view what) {
+  if (!value) KILN_THROW("{}: {}", what, message(value.takeError()));
+  if constexpr (std::is_reference_v<T>)
+    return *value;
+  else
+    return std::move(*value);
+}
+
+std::string printModule(const llvm::Module& m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return text;
+}
+
+void initializeLlvmTarget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+/// The target machine description for `options`, validated so that an unknown CPU or feature is
+/// a kiln::Error instead of LLVM's "ignoring processor" warning on stderr.
+llvm::orc::JITTargetMachineBuilder targetFor(const JitOptions& options) {
+  llvm::orc::JITTargetMachineBuilder jtmb(llvm::Triple(llvm::sys::getProcessTriple()));
+  if (options.cpu.empty())
+    jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot describe the host CPU");
+  const std::string triple = jtmb.getTargetTriple().str();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  KILN_CHECK(target, "LLVM has no code generator for target '{}': {}", triple, err);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+  if (!options.cpu.empty()) {
+    KILN_CHECK(sti->isCPUStringValid(options.cpu), "unsupported CPU '{}' for target '{}'",
+               options.cpu, triple);
+    jtmb.setCPU(options.cpu);
+  }
+  for (llvm::StringRef feature : llvm::split(options.features, ',')) {
+    feature = feature.trim();
+    if (feature.empty()) continue;
+    llvm::StringRef bare = feature.ltrim("+-");
+    bool known = llvm::any_of(sti->getAllProcessorFeatures(),
+                              [&](const llvm::SubtargetFeatureKV& kv) { return bare == kv.Key; });
+    KILN_CHECK(known, "unknown CPU feature '{}' for target '{}'", bare.str(), triple);
+    jtmb.getFeatures().AddFeature(feature);
+  }
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // The settings LLJIT picks for JITLink on x86-64 ELF; fixing them here makes the dumped
+  // assembly match the code that runs.
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  jtmb.setCodeModel(llvm::CodeModel::Small);
+  return jtmb;
+}
+
+}  // namespace
+
+void* CompiledModule::address(std::string_view name) const {
+  auto it = addresses_.find(name);
+  if (it == addresses_.end()) {
+    auto defined = symbols();
+    KILN_THROW("module '{}' defines no symbol '{}' (it defines: {})", name_, name,
+               defined.empty() ? "nothing" : fmt::format("{}", fmt::join(defined, ", ")));
+  }
+  return it->second;
+}
+
+std::vector<std::string> CompiledModule::symbols() const {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : addresses_) names.push_back(name);
+  return names;
+}
+
+struct Jit::Impl {
+  std::string triple, cpu, features;
+  std::unique_ptr<llvm::TargetMachine> tm;  // optimization and assembly dumps
+  llvm::orc::ThreadSafeContext context{std::make_unique<llvm::LLVMContext>()};
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  int defaultWidth = 256;
+  int dylibCount = 0;  // makes JITDylib names unique
+  // Errors ORC reports out of band (e.g. "Symbols not found") while a compile() runs.
+  std::vector<std::string> sessionErrors;
+  std::map<std::uint64_t, std::shared_ptr<CompiledModule>> cache;
+  std::map<std::string, const void*> hostSymbols;
+  JitStats stats;
+
+  void prepare(llvm::Module& m, int preferWidth) const;
+  void optimize(llvm::Module& m) const;
+  std::string assembly(const llvm::Module& m) const;
+  void writeDumps(const std::string& before, const llvm::Module& optimized,
+                  const CompileOptions& options) const;
+  std::shared_ptr<CompiledModule> link(std::unique_ptr<llvm::Module> m);
+};
+
+/// Gives the module the JIT's triple and data layout, and every defined function the preferred
+/// vector width unless it has its own.
+void Jit::Impl::prepare(llvm::Module& m, int preferWidth) const {
+  m.setTargetTriple(triple);
+  m.setDataLayout(tm->createDataLayout());
+  const std::string width = std::to_string(preferWidth);
+  for (llvm::Function& f : m)
+    if (!f.isDeclaration() && !f.hasFnAttribute("prefer-vector-width"))
+      f.addFnAttr("prefer-vector-width", width);
+}
+
+void Jit::Impl::optimize(llvm::Module& m) const {
+  // The analysis managers must be declared in this order (the proxies refer across them).
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::PassBuilder builder(tm.get(), tuning);
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+std::string Jit::Impl::assembly(const llvm::Module& m) const {
+  // Code generation rewrites the module it runs on, so it gets a copy.
+  std::unique_ptr<llvm::Module> copy = llvm::CloneModule(m);
+  llvm::SmallString<0> text;
+  llvm::raw_svector_ostream os(text);
+  llvm::legacy::PassManager passes;
+  KILN_CHECK(!tm->addPassesToEmitFile(passes, os, nullptr, llvm::CodeGenFileType::AssemblyFile),
+             "LLVM cannot emit assembly for target '{}'", triple);
+  passes.run(*copy);
+  return std::string(text.str());
+}
+
+/// Writes STEM.ll (`before`: the input with target attributes), STEM.opt.ll and STEM.s (from `optimized`).
+void Jit::Impl::writeDumps(const std::string& before, const llvm::Module& optimized,
+                           const CompileOptions& options) const {
+  std::error_code ec;
+  std::filesystem::create_directories(options.dumpDir, ec);
+  KILN_CHECK(!ec, "cannot create dump directory '{}': {}", options.dumpDir, ec.message());
+  const std::string stem = (std::filesystem::path(options.dumpDir) / options.dumpStem).string();
+  writeFileAtomically(stem + ".ll", before);
+  writeFileAtomically(stem + ".opt.ll", printModule(optimized));
+  writeFileAtomically(stem + ".s", assembly(optimized));
+}
+
+/// Adds the optimized module to a JITDylib of its own (so modules may reuse function names) and
+/// materializes every symbol now, so code generation counts in the compile time and its errors
+/// surface here rather than at the first call.
+std::shared_ptr<CompiledModule> Jit::Impl::link(std::unique_ptr<llvm::Module> m) {
+  sessionErrors.clear();
+  auto compiled = std::make_shared<CompiledModule>();
+  compiled->name_ = m->getModuleIdentifier();
+  std::vector<std::string> names;
+  for (const llvm::GlobalValue& gv : m->global_values())
+    if (!gv.isDeclaration() && !gv.hasLocalLinkage() && !gv.getName().starts_with("llvm."))
+      names.push_back(gv.getName().str());
+
+  const std::string dylibName = fmt::format("{}#{}", compiled->name_, dylibCount++);
+  llvm::orc::JITDylib& dylib = unwrap(lljit->createJITDylib(dylibName), "cannot create JITDylib");
+  llvm::orc::JITDylibSearchOrder order{{&lljit->getMainJITDylib(),
+                                        llvm::orc::JITDylibLookupFlags::MatchAllSymbols}};
+  for (const auto& link : lljit->defaultLinkOrder()) order.push_back(link);
+  dylib.setLinkOrder(std::move(order));
+
+  auto fail = [&](llvm::Error err) {
+    std::string why = message(std::move(err));
+    for (const std::string& e : sessionErrors) why = e + "; " + why;
+    sessionErrors.clear();
+    llvm::consumeError(lljit->getExecutionSession().removeJITDylib(dylib));
+    KILN_THROW("cannot compile module '{}': {}", compiled->name_, why);
+  };
+  if (auto err = lljit->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(m), context)))
+    fail(std::move(err));
+  for (const std::string& name : names) {
+    auto addr = lljit->lookup(dylib, name);
+    if (!addr) fail(addr.takeError());
+    else compiled->addresses_[name] = addr->toPtr<void*>();
+  }
+  return compiled;
+}
+
+Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
+  initializeLlvmTarget();
+  Impl& I = *impl_;
+  llvm::orc::JITTargetMachineBuilder jtmb = targetFor(options);
+  I.triple = jtmb.getTargetTriple().str();
+  I.cpu = jtmb.getCPU();
+  I.features = jtmb.getFeatures().getString();
+  I.tm = unwrap(jtmb.createTargetMachine(), "cannot create the LLVM target machine");
+  I.defaultWidth = hasFeature("avx512f") ? 512 : 256;
+  I.lljit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
+                   "cannot create the LLVM JIT");
+  I.lljit->getExecutionSession().setErrorReporter(
+      [&I](llvm::Error err) { I.sessionErrors.push_back(message(std::move(err))); });
+}
+
+Jit::~Jit() = default;
+
+Jit& Jit::host() {
+  static Jit jit;
+  return jit;
+}
+
+llvm::LLVMContext& Jit::context() { return *impl_->context.getContext(); }
+
+std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module> module,
+                                                   const CompileOptions& options) {
+  Impl& I = *impl_;
+  KILN_CHECK(module, "Jit::compile: no module");
+  const std::string name = module->getModuleIdentifier();
+  KILN_CHECK(&module->getContext() == I.context.getContext(),
+             "module '{}' was not created in the Jit's LLVMContext (Jit::context())", name);
+  const int width = options.preferVectorWidth ? options.preferVectorWidth : I.defaultWidth;
+  KILN_CHECK(width == 128 || width == 256 || width == 512,
+             "preferred vector width {} for module '{}': expected 128, 256 or 512", width, name);
+  const bool dump = !options.dumpDir.empty() && !options.dumpStem.empty();
+
+  const auto start = Clock::now();
+  std::string problems;
+  llvm::raw_string_ostream os(problems);
+  if (llvm::verifyModule(*module, &os))
+    KILN_THROW("module '{}' fails the LLVM verifier: {}", name, trimmed(problems));
+  I.prepare(*module, width);
+  const std::string before = printModule(*module);
+  const std::uint64_t hash = llvm::xxh3_64bits(before);
+
+  if (auto hit = I.cache.find(hash); hit != I.cache.end()) {
+    ++I.stats.cacheHits;
+    if (dump) {
+      I.optimize(*module);
+      I.writeDumps(before, *module, options);
+    }
+    return hit->second;
+  }
+
+  I.optimize(*module);
+  double dumpMs = 0;
+  if (dump) {
+    const auto dumpStart = Clock::now();
+    I.writeDumps(before, *module, options);
+    dumpMs = msSince(dumpStart);
+  }
+  std::shared_ptr<CompiledModule> compiled = I.link(std::move(module));
+  compiled->hash_ = hash;
+  compiled->compileMs_ = msSince(start) - dumpMs;
+  ++I.stats.compiles;
+  I.stats.compileMs += compiled->compileMs_;
+  I.cache.emplace(hash, compiled);
+  return compiled;
+}
+
+void Jit::defineSymbol(const std::string& name, const void* address) {
+  Impl& I = *impl_;
+  KILN_CHECK(address, "defineSymbol('{}'): null address", name);
+  if (auto it = I.hostSymbols.find(name); it != I.hostSymbols.end()) {
+    KILN_CHECK(it->second == address, "symbol '{}' is already defined at another address", name);
+    return;
+  }
+  llvm::orc::SymbolMap symbols;
+  symbols[I.lljit->mangleAndIntern(name)] = {
+      llvm::orc::ExecutorAddr::fromPtr(address),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  if (auto err = I.lljit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(symbols))))
+    KILN_THROW("cannot define symbol '{}': {}", name, message(std::move(err)));
+  I.hostSymbols.emplace(name, address);
+}
+
+const std::string& Jit::triple() const { return impl_->triple; }
+const std::string& Jit::cpu() const { return impl_->cpu; }
+const std::string& Jit::features() const { return impl_->features; }
+
+bool Jit::hasFeature(std::string_view feature) const {
+  const llvm::MCSubtargetInfo* sti = impl_->tm->getMCSubtargetInfo();
+  for (const llvm::SubtargetFeatureKV& kv : sti->getAllProcessorFeatures())
+    if (feature == kv.Key) return sti->getFeatureBits().test(kv.Value);
+  return false;
+}
+
+int Jit::defaultPreferVectorWidth() const { return impl_->defaultWidth; }
+
+JitStats Jit::stats() const { return impl_->stats; }
+
+}  // namespace kiln::cpu

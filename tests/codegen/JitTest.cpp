@@ -1,0 +1,333 @@
+// The CPU JIT under the kernel renderer: modules built with IRBuilder are optimized, compiled,
+// cached, dumped and called; bad modules and bad targets give kiln::Error.
+#include "codegen/cpu/Jit.h"
+#include "support/File.h"
+#include "tests/runtime/TestFiles.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+namespace {
+
+using kiln::cpu::CompileOptions;
+using kiln::cpu::Jit;
+using kiln::cpu::JitOptions;
+using kiln::rt::test::errorOf;
+using kiln::rt::test::ScratchDir;
+
+std::unique_ptr<llvm::Module> newModule(Jit& jit, const std::string& name) {
+  return std::make_unique<llvm::Module>(name, jit.context());
+}
+
+/// float NAME(float a, float b) { return a OP b; }
+std::unique_ptr<llvm::Module> binaryModule(Jit& jit, const std::string& name, bool subtract = false) {
+  auto m = newModule(jit, name);
+  llvm::IRBuilder<> b(jit.context());
+  auto* f32 = b.getFloatTy();
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(f32, {f32, f32}, false),
+                                   llvm::Function::ExternalLinkage, "binary", *m);
+  b.SetInsertPoint(llvm::BasicBlock::Create(jit.context(), "entry", f));
+  b.CreateRet(subtract ? b.CreateFSub(f->getArg(0), f->getArg(1))
+                       : b.CreateFAdd(f->getArg(0), f->getArg(1)));
+  return m;
+}
+
+/// A counted loop `for (i = 0; i < n; ++i)` (n >= 1): beginLoop leaves the builder in the body,
+/// endLoop closes it and leaves the builder in the exit block.
+struct Loop {
+  llvm::PHINode* index;
+  llvm::BasicBlock* body;
+};
+
+Loop beginLoop(llvm::IRBuilder<>& b) {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* entry = b.GetInsertBlock();
+  auto* body = llvm::BasicBlock::Create(b.getContext(), "body", f);
+  b.CreateBr(body);
+  b.SetInsertPoint(body);
+  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2, "i");
+  i->addIncoming(b.getInt64(0), entry);
+  return {i, body};
+}
+
+void endLoop(llvm::IRBuilder<>& b, Loop& loop, llvm::Value* n) {
+  llvm::Value* next = b.CreateAdd(loop.index, b.getInt64(1), "next", /*HasNUW=*/true, true);
+  loop.index->addIncoming(next, b.GetInsertBlock());
+  auto* exit = llvm::BasicBlock::Create(b.getContext(), "exit", loop.body->getParent());
+  b.CreateCondBr(b.CreateICmpSLT(next, n), loop.body, exit);
+  b.SetInsertPoint(exit);
+}
+
+/// float sum(const float* x, int64_t n) — a plain (ordered) reduction; callers pass n >= 1.
+std::unique_ptr<llvm::Module> sumModule(Jit& jit) {
+  auto m = newModule(jit, "sum");
+  llvm::IRBuilder<> b(jit.context());
+  auto* f = llvm::Function::Create(
+      llvm::FunctionType::get(b.getFloatTy(), {b.getPtrTy(), b.getInt64Ty()}, false),
+      llvm::Function::ExternalLinkage, "sum", *m);
+  auto* entry = llvm::BasicBlock::Create(jit.context(), "entry", f);
+  b.SetInsertPoint(entry);
+  Loop loop = beginLoop(b);
+  llvm::PHINode* acc = b.CreatePHI(b.getFloatTy(), 2, "acc");
+  acc->addIncoming(llvm::ConstantFP::get(b.getFloatTy(), 0.0), entry);
+  llvm::Value* x = b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), f->getArg(0), loop.index));
+  llvm::Value* next = b.CreateFAdd(acc, x);
+  acc->addIncoming(next, loop.body);
+  endLoop(b, loop, f->getArg(1));
+  b.CreateRet(next);
+  return m;
+}
+
+/// void vadd(const float* noalias a, const float* noalias b, float* noalias c, int64_t n):
+/// c[i] = a[i] + b[i] — what the loop vectorizer turns into packed adds. Callers pass n >= 1.
+std::unique_ptr<llvm::Module> vaddModule(Jit& jit) {
+  auto m = newModule(jit, "vadd");
+  llvm::IRBuilder<> b(jit.context());
+  auto* ptr = b.getPtrTy();
+  auto* f = llvm::Function::Create(
+      llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, b.getInt64Ty()}, false),
+      llvm::Function::ExternalLinkage, "vadd", *m);
+  for (unsigned i = 0; i < 3; ++i) f->addParamAttr(i, llvm::Attribute::NoAlias);
+  b.SetInsertPoint(llvm::BasicBlock::Create(jit.context(), "entry", f));
+  Loop loop = beginLoop(b);
+  auto* f32 = b.getFloatTy();
+  llvm::Value* x = b.CreateLoad(f32, b.CreateGEP(f32, f->getArg(0), loop.index));
+  llvm::Value* y = b.CreateLoad(f32, b.CreateGEP(f32, f->getArg(1), loop.index));
+  b.CreateStore(b.CreateFAdd(x, y), b.CreateGEP(f32, f->getArg(2), loop.index));
+  endLoop(b, loop, f->getArg(3));
+  b.CreateRetVoid();
+  return m;
+}
+
+/// int64_t call_host(int64_t x) { return NAME(x) + 1; } with NAME declared, not defined.
+std::unique_ptr<llvm::Module> callerModule(Jit& jit, const std::string& callee) {
+  auto m = newModule(jit, "caller_of_" + callee);
+  llvm::IRBuilder<> b(jit.context());
+  auto* i64 = b.getInt64Ty();
+  auto* type = llvm::FunctionType::get(i64, {i64}, false);
+  llvm::FunctionCallee target = m->getOrInsertFunction(callee, type);
+  auto* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, "call_host", *m);
+  b.SetInsertPoint(llvm::BasicBlock::Create(jit.context(), "entry", f));
+  b.CreateRet(b.CreateAdd(b.CreateCall(target, {f->getArg(0)}), b.getInt64(1)));
+  return m;
+}
+
+std::string readText(const std::filesystem::path& p) { return kiln::readTextFile(p.string()); }
+
+/// Whether the assembly has an instruction `mnemonic` with an operand in a `reg` register
+/// ("ymm"): "vaddps (%rsi,%r8,4), %ymm0, %ymm0" counts.
+bool hasInstruction(const std::string& assembly, const std::string& mnemonic, const std::string& reg) {
+  std::istringstream lines(assembly);
+  for (std::string line; std::getline(lines, line);) {
+    auto start = line.find_first_not_of(" \t");
+    if (start != std::string::npos && line.compare(start, mnemonic.size() + 1, mnemonic + "\t") == 0 &&
+        line.find("%" + reg) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+/// Options that dump to DIR/STEM.{ll,opt.ll,s}.
+CompileOptions dumpTo(const ScratchDir& dir, const std::string& stem, int preferVectorWidth = 0) {
+  CompileOptions options;
+  options.dumpDir = dir.path().string();
+  options.dumpStem = stem;
+  options.preferVectorWidth = preferVectorWidth;
+  return options;
+}
+
+JitOptions forCpu(const std::string& cpu, const std::string& features = "") {
+  JitOptions options;
+  options.cpu = cpu;
+  options.features = features;
+  return options;
+}
+
+extern "C" std::int64_t kilnJitTestTriple(std::int64_t x) { return 3 * x; }
+extern "C" std::int64_t kilnJitTestSquare(std::int64_t x) { return x * x; }
+
+TEST(Jit, CompilesAndCallsAScalarFunction) {
+  Jit jit;
+  auto compiled = jit.compile(binaryModule(jit, "add"));
+  EXPECT_EQ(compiled->fn<float(float, float)>("binary")(2.0f, 3.5f), 5.5f);
+  EXPECT_EQ(compiled->name(), "add");
+  EXPECT_EQ(compiled->symbols(), std::vector<std::string>{"binary"});
+  EXPECT_GT(compiled->compileMs(), 0.0);
+  EXPECT_EQ(jit.stats().compiles, 1);
+  EXPECT_EQ(jit.stats().compileMs, compiled->compileMs());
+}
+
+TEST(Jit, DescribesItsTarget) {
+  Jit jit;
+  EXPECT_NE(jit.triple().find("x86_64"), std::string::npos) << jit.triple();
+  EXPECT_FALSE(jit.cpu().empty());
+  EXPECT_TRUE(jit.hasFeature("sse2"));
+  EXPECT_FALSE(jit.hasFeature("no-such-feature"));
+  EXPECT_EQ(jit.defaultPreferVectorWidth(), jit.hasFeature("avx512f") ? 512 : 256);
+}
+
+TEST(Jit, SumsAFloatArray) {
+  Jit jit;
+  auto sum = jit.compile(sumModule(jit))->fn<float(const float*, std::int64_t)>("sum");
+  for (std::int64_t n : {1, 7, 33, 1000}) {
+    std::vector<float> x(n);
+    std::iota(x.begin(), x.end(), 1.0f);
+    EXPECT_EQ(sum(x.data(), n), static_cast<float>(n * (n + 1) / 2)) << "n = " << n;
+  }
+}
+
+TEST(Jit, VectorizesALoopAndDumpsIrAndAssembly) {
+  Jit jit;
+  ScratchDir dir;
+  auto compiled = jit.compile(vaddModule(jit), dumpTo(dir, "vadd"));
+  auto vadd = compiled->fn<void(const float*, const float*, float*, std::int64_t)>("vadd");
+  for (std::int64_t n : {1, 7, 33, 1000}) {
+    std::vector<float> a(n), b(n), c(n, -1.0f);
+    std::iota(a.begin(), a.end(), 0.5f);
+    std::iota(b.begin(), b.end(), -3.0f);
+    vadd(a.data(), b.data(), c.data(), n);
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << "n = " << n << ", i = " << i;
+  }
+
+  const std::string before = readText(dir.path() / "vadd.ll");
+  const std::string after = readText(dir.path() / "vadd.opt.ll");
+  const std::string assembly = readText(dir.path() / "vadd.s");
+  EXPECT_NE(before.find("define void @vadd"), std::string::npos);
+  EXPECT_EQ(before.find("<8 x float>"), std::string::npos) << "the input IR is scalar";
+  EXPECT_NE(before.find("\"prefer-vector-width\"=\"" + std::to_string(jit.defaultPreferVectorWidth())),
+            std::string::npos);
+  EXPECT_NE(after.find("x float>"), std::string::npos) << after;
+  // The widest packed add the host has, at the preferred width.
+  const bool avx512 = jit.hasFeature("avx512f"), avx = jit.hasFeature("avx");
+  EXPECT_TRUE(hasInstruction(assembly, avx ? "vaddps" : "addps", avx512 ? "zmm" : avx ? "ymm" : "xmm"))
+      << assembly;
+}
+
+TEST(Jit, PreferredVectorWidthSteersTheVectorizer) {
+  // Code for an AVX-512 CPU is only generated here, never run: this host may lack AVX-512.
+  Jit jit(forCpu("skylake-avx512"));
+  EXPECT_TRUE(jit.hasFeature("avx512f"));
+  EXPECT_EQ(jit.defaultPreferVectorWidth(), 512);
+  ScratchDir dir;
+  jit.compile(vaddModule(jit), dumpTo(dir, "wide"));
+  jit.compile(vaddModule(jit), dumpTo(dir, "narrow", 256));
+  const std::string wide = readText(dir.path() / "wide.s");
+  const std::string narrow = readText(dir.path() / "narrow.s");
+  EXPECT_TRUE(hasInstruction(wide, "vaddps", "zmm")) << wide;
+  EXPECT_EQ(narrow.find("zmm"), std::string::npos) << narrow;
+  EXPECT_TRUE(hasInstruction(narrow, "vaddps", "ymm")) << narrow;
+  EXPECT_EQ(jit.stats().compiles, 2) << "a different width is a different cache entry";
+
+  Jit baseline(forCpu("x86-64"));
+  EXPECT_FALSE(baseline.hasFeature("avx"));
+  EXPECT_EQ(baseline.defaultPreferVectorWidth(), 256);
+  auto sse = baseline.compile(vaddModule(baseline), dumpTo(dir, "sse"));
+  const std::string assembly = readText(dir.path() / "sse.s");
+  EXPECT_TRUE(hasInstruction(assembly, "addps", "xmm")) << assembly;
+  EXPECT_EQ(assembly.find("ymm"), std::string::npos) << assembly;
+  std::vector<float> a{1, 2, 3, 4, 5}, b{10, 20, 30, 40, 50}, c(5);
+  sse->fn<void(const float*, const float*, float*, std::int64_t)>("vadd")(a.data(), b.data(), c.data(), 5);
+  EXPECT_EQ(c, (std::vector<float>{11, 22, 33, 44, 55}));
+}
+
+TEST(Jit, CacheHitReturnsTheSameCodeWithoutCompiling) {
+  Jit jit;
+  auto first = jit.compile(vaddModule(jit));
+  ScratchDir dir;
+  auto second = jit.compile(vaddModule(jit), dumpTo(dir, "again"));
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first->address("vadd"), second->address("vadd"));
+  EXPECT_EQ(jit.stats().compiles, 1);
+  EXPECT_EQ(jit.stats().cacheHits, 1);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "again.s")) << "a hit still writes the dumps";
+
+  auto other = jit.compile(binaryModule(jit, "add"));
+  EXPECT_NE(other->hash(), first->hash());
+  EXPECT_EQ(jit.stats().compiles, 2);
+}
+
+TEST(Jit, ModulesMayReuseFunctionNames) {
+  Jit jit;
+  auto add = jit.compile(binaryModule(jit, "add"))->fn<float(float, float)>("binary");
+  auto sub = jit.compile(binaryModule(jit, "sub", /*subtract=*/true))->fn<float(float, float)>("binary");
+  EXPECT_EQ(add(5, 2), 7);
+  EXPECT_EQ(sub(5, 2), 3);
+}
+
+TEST(Jit, DefinedHostSymbolsAreCallable) {
+  Jit jit;
+  jit.defineSymbol("kiln_test_triple", reinterpret_cast<const void*>(&kilnJitTestTriple));
+  jit.defineSymbol("kiln_test_triple", reinterpret_cast<const void*>(&kilnJitTestTriple));
+  auto call = jit.compile(callerModule(jit, "kiln_test_triple"))->fn<std::int64_t(std::int64_t)>("call_host");
+  EXPECT_EQ(call(14), 43);
+  EXPECT_NE(errorOf([&] {
+              jit.defineSymbol("kiln_test_triple", reinterpret_cast<const void*>(&kilnJitTestSquare));
+            }).find("already defined"),
+            std::string::npos);
+}
+
+TEST(JitErrors, InvalidModuleNamesTheVerifier) {
+  Jit jit;
+  auto m = newModule(jit, "broken");
+  llvm::IRBuilder<> b(jit.context());
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getFloatTy(), {}, false),
+                                   llvm::Function::ExternalLinkage, "no_terminator", *m);
+  b.SetInsertPoint(llvm::BasicBlock::Create(jit.context(), "entry", f));
+  b.CreateFAdd(llvm::ConstantFP::get(b.getFloatTy(), 1.0), llvm::ConstantFP::get(b.getFloatTy(), 2.0));
+  std::string message = errorOf([&] { jit.compile(std::move(m)); });
+  EXPECT_NE(message.find("module 'broken' fails the LLVM verifier"), std::string::npos) << message;
+  EXPECT_NE(message.find("no_terminator"), std::string::npos) << message;
+  // The Jit is still usable.
+  EXPECT_EQ(jit.compile(binaryModule(jit, "add"))->fn<float(float, float)>("binary")(1, 2), 3);
+}
+
+TEST(JitErrors, UndefinedSymbolIsAnErrorNotAnAbort) {
+  Jit jit;
+  std::string message = errorOf([&] { jit.compile(callerModule(jit, "kiln_no_such_function")); });
+  EXPECT_NE(message.find("cannot compile module 'caller_of_kiln_no_such_function'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("kiln_no_such_function"), std::string::npos) << message;
+  EXPECT_EQ(jit.stats().compiles, 0);
+  // Defining it afterwards makes the same module compile.
+  jit.defineSymbol("kiln_no_such_function", reinterpret_cast<const void*>(&kilnJitTestSquare));
+  EXPECT_EQ(jit.compile(callerModule(jit, "kiln_no_such_function"))
+                ->fn<std::int64_t(std::int64_t)>("call_host")(5),
+            26);
+}
+
+TEST(JitErrors, LookingUpAMissingFunctionListsTheDefinedOnes) {
+  Jit jit;
+  auto compiled = jit.compile(binaryModule(jit, "add"));
+  std::string message = errorOf([&] { compiled->address("mul"); });
+  EXPECT_EQ(message, "module 'add' defines no symbol 'mul' (it defines: binary)");
+}
+
+TEST(JitErrors, UnsupportedCpuOrFeature) {
+  EXPECT_NE(errorOf([] { Jit jit(forCpu("pentium-9000")); }).find("unsupported CPU 'pentium-9000'"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { Jit jit(forCpu("", "+avx2,+warp-drive")); })
+                .find("unknown CPU feature 'warp-drive'"),
+            std::string::npos);
+}
+
+TEST(JitErrors, ModuleFromAnotherContextOrBadWidth) {
+  Jit jit;
+  llvm::LLVMContext other;
+  std::string message = errorOf([&] { jit.compile(std::make_unique<llvm::Module>("stray", other)); });
+  EXPECT_NE(message.find("module 'stray' was not created in the Jit's LLVMContext"), std::string::npos)
+      << message;
+  message = errorOf([&] { CompileOptions options;
+    options.preferVectorWidth = 384;
+    jit.compile(binaryModule(jit, "add"), options); });
+  EXPECT_NE(message.find("preferred vector width 384"), std::string::npos) << message;
+}
+
+}  // namespace
