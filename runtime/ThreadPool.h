@@ -1,0 +1,103 @@
+// A persistent thread pool for CPU kernels: threads are started once and parked between jobs, so
+// a training step of many kernels creates no threads. A job is a parallel for over [begin, end),
+// split statically into at most `threads()` contiguous chunks; the calling thread runs one chunk
+// itself. Generated code reaches the pool through the C entry point `kiln_parallel_for`.
+//
+// Scheduling rules (see docs/ARCHITECTURE.md, "Thread pool"):
+// - A range shorter than 2 * grain runs inline on the caller: small kernels stay single-threaded,
+//   decided by their size.
+// - A parallelFor issued from inside a chunk (nested) runs inline on the thread that issued it.
+// - A parallelFor issued while the pool serves another thread's job runs inline as well: the
+//   pool's threads are busy, so the caller's own core is the best it can get, and nobody blocks.
+// - An exception thrown by a chunk is caught wherever it ran; once every chunk has finished, the
+//   first one caught is rethrown on the caller. The pool stays usable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace kiln::rt {
+
+class ThreadPool {
+ public:
+  /// The work of one chunk, as generated code passes it: `fn(ctx, b, e)` handles [b, e).
+  using ChunkFn = void (*)(void* ctx, int64_t b, int64_t e);
+
+  /// A pool of `threads` participants, the caller included: threads - 1 workers are started now.
+  /// 0 means one per hardware thread; 1 starts no thread and runs everything on the caller.
+  /// Throws kiln::Error for a negative count.
+  explicit ThreadPool(int threads);
+  /// Wakes the workers and joins them. Must not run while a job is in flight.
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /// The number of participants in a job: the workers plus the caller.
+  int threads() const { return threads_; }
+
+  /// The process-wide pool, created on first use with threadsFromEnvironment() threads.
+  static ThreadPool& global();
+  /// The thread count KILN_THREADS asks for: 0 (one per hardware thread) when unset or empty.
+  /// Throws kiln::Error when it is not a non-negative integer.
+  static int threadsFromEnvironment();
+
+  /// Calls fn(b, e) on disjoint chunks [b, e) covering [begin, end) exactly once, and returns
+  /// when all have run; an empty range calls nothing. With g = max(grain, 1) and size = end - begin,
+  /// there is one chunk when size < 2 * g, else n = min(threads(), size / g) chunks, in order, the
+  /// first size % n of them one iteration longer. The partition depends only on these numbers, so
+  /// per-chunk partial results (reductions) are reproducible for a given thread count.
+  template <typename F>
+  void parallelFor(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run(begin, end, grain, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+        const_cast<void*>(static_cast<const void*>(std::addressof(fn))));
+  }
+
+  /// parallelFor with the chunk given as a C function and its context.
+  void run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx);
+
+ private:
+  // One per worker, on its own cache line: the caller bumps `seq` to hand the worker a job, so
+  // each worker wakes only for jobs that have a chunk for it.
+  struct alignas(64) Slot {
+    std::atomic<uint32_t> seq{0};
+    std::atomic<bool> sleeping{false};
+  };
+
+  void workerLoop(int index);
+  void runChunk(int index) noexcept;
+  void wake(int worker);  // hands worker `worker` (1-based) the current job, or the stop request
+  void stop();
+
+  const int threads_;
+  std::unique_ptr<Slot[]> slots_;  // slots_[k - 1] belongs to worker k; the caller is participant 0
+  std::vector<std::thread> workers_;
+  std::atomic<bool> busy_{false};  // a job is in flight
+  std::atomic<bool> stopping_{false};
+
+  // The job in flight: written by the caller before it wakes the workers, read-only until every
+  // worker has reported back through `pending_`.
+  ChunkFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t begin_ = 0;
+  uint64_t size_ = 0;
+  int chunks_ = 0;
+
+  alignas(64) std::atomic<uint32_t> pending_{0};  // workers still running a chunk of the job
+  std::atomic<bool> callerSleeping_{false};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;  // the first exception caught, written by whoever set failed_
+};
+
+}  // namespace kiln::rt
+
+/// The pool for generated code: ThreadPool::run on `pool` (a kiln::rt::ThreadPool*, or null for
+/// ThreadPool::global()). An exception thrown by fn propagates as from ThreadPool::run; the chunks
+/// of generated code never throw.
+extern "C" void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain,
+                                  void (*fn)(void* ctx, int64_t b, int64_t e), void* ctx);
