@@ -30,7 +30,7 @@ using Chunk = std::pair<int64_t, int64_t>;
 
 struct Recorded {
   std::vector<Chunk> chunks;  // sorted by begin
-  std::vector<std::thread::id> threads;
+  std::vector<std::thread::id> threads;  // the threads that ran them, in the order they ran
 };
 
 // Runs one parallelFor and returns the chunks it handed out and the threads that ran them.
