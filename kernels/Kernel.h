@@ -138,6 +138,10 @@ struct Kernel {
   int64_t bytesRead = 0, bytesWritten = 0;    // compulsory traffic: each buffer once
 };
 
+/// Movement ops that a kernel folds into index maps instead of computing: reshape, permute,
+/// broadcast, slice, pad, stop_gradient.
+bool isViewOp(ir::OpKind op);
+
 /// One kernel per schedule step of `g` (ir::kernelSteps): fused groups and ungrouped nodes.
 /// kiln::Error when a group cannot be expressed (the fuse pass only makes groups that can).
 std::vector<Kernel> lowerGraph(const ir::Graph& g);

@@ -30,18 +30,6 @@ using ir::OpKind;
 using ir::Shape;
 using ir::Value;
 
-bool isView(OpKind op) {
-  switch (op) {
-    case OpKind::Reshape:
-    case OpKind::Permute:
-    case OpKind::Broadcast:
-    case OpKind::Slice:
-    case OpKind::Pad:
-    case OpKind::StopGradient: return true;
-    default: return false;
-  }
-}
-
 bool isReduction(OpKind op) { return op == OpKind::ReduceSum || op == OpKind::ReduceMax || op == OpKind::ReduceMin; }
 
 bool isContraction(OpKind op) {
@@ -57,7 +45,7 @@ bool isVirtualLeaf(const Node& n) {
 }
 
 bool isElementwise(const Node& n) {
-  return (n.info().flags & ir::kElementwise) && !(n.info().flags & ir::kComposite) && !isView(n.op);
+  return (n.info().flags & ir::kElementwise) && !(n.info().flags & ir::kComposite) && !isViewOp(n.op);
 }
 
 /// A tensor as affine functionals of its own coordinates: functional 0 is the flat index into the
@@ -303,7 +291,7 @@ class Lowering {
     for (const Node* n : nodes) {
       if (n->info().flags & ir::kComposite) return fmt::format("'{}' is a composite op: decompose first", n->info().name);
       if (n->op == OpKind::Constant) continue;  // a leaf or constant data
-      bool view = isView(n->op) || isVirtualLeaf(*n);
+      bool view = isViewOp(n->op) || isVirtualLeaf(*n);
       if (!view || materialized_.count(n->result)) evaluated.push_back(n);
     }
     if (evaluated.empty()) return "the group computes nothing";
@@ -316,7 +304,7 @@ class Lowering {
         contraction = n;
       } else if (isReduction(n->op)) {
         reductions.push_back(n);
-      } else if (!isElementwise(*n) && !isView(n->op) && !isVirtualLeaf(*n) && n->op != OpKind::Constant) {
+      } else if (!isElementwise(*n) && !isViewOp(n->op) && !isVirtualLeaf(*n) && n->op != OpKind::Constant) {
         return fmt::format("'{}' needs a dedicated kernel", n->info().name);
       }
     }
@@ -428,7 +416,7 @@ class Lowering {
         e = addExpr(std::move(x));
       } else {
         // A materialized view or leaf: its value at its own natural position.
-        std::string why = operandExpr(n->result, n->result->type.shape, l.at, l.outer, e, /*self=*/true);
+        std::string why = operandExpr(n->result, n->result->type.shape, l.at, l.outer, e);
         if (!why.empty()) return why;
       }
       exprOf_[n->result] = e;
@@ -458,14 +446,11 @@ class Lowering {
   }
 
   /// The expression for `v` as read by a consumer with result shape `consumerShape` at `at`.
-  /// `self`: v is a materialized view or leaf being evaluated for its own store.
-  std::string operandExpr(const Value* v, const Shape& consumerShape, const Placement& at, bool outer, int32_t& out,
-                          bool self = false) {
+  std::string operandExpr(const Value* v, const Shape& consumerShape, const Placement& at, bool outer, int32_t& out) {
     // Walk up through in-group views to the base.
     std::vector<const Node*> chain;
     const Value* base = v;
-    (void)self;
-    while (internal(base) && isView(base->producer->op)) {
+    while (internal(base) && isViewOp(base->producer->op)) {
       chain.push_back(base->producer);
       base = base->producer->operands[0];
     }
@@ -558,7 +543,7 @@ class Lowering {
     k_.flops = flops();
     std::vector<std::string> ops;
     for (const Node* n : nodes_)
-      if (!isView(n->op) && n->op != OpKind::Constant && ops.size() < 4) ops.push_back(std::string(n->info().name));
+      if (!isViewOp(n->op) && n->op != OpKind::Constant && ops.size() < 4) ops.push_back(std::string(n->info().name));
     if (ops.empty()) ops.push_back(std::string(nodes_.front()->info().name));
     k_.name = fmt::format("{}", fmt::join(ops, "_"));
   }
@@ -613,11 +598,23 @@ class Lowering {
 ir::KernelKind defaultKind(const Node& n) {
   if (isContraction(n.op)) return ir::KernelKind::Contraction;
   if (isReduction(n.op)) return ir::KernelKind::Reduction;
-  if (isElementwise(n) || isView(n.op) || isVirtualLeaf(n) || n.op == OpKind::Constant) return ir::KernelKind::Loop;
+  if (isElementwise(n) || isViewOp(n.op) || isVirtualLeaf(n) || n.op == OpKind::Constant) return ir::KernelKind::Loop;
   return ir::KernelKind::Op;
 }
 
 }  // namespace
+
+bool isViewOp(OpKind op) {
+  switch (op) {
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Broadcast:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::StopGradient: return true;
+    default: return false;
+  }
+}
 
 std::string tryLower(const ir::Graph& g, const std::vector<const Node*>& nodes, ir::KernelKind kind,
                      const std::unordered_set<const Value*>& materialized, Kernel& out) {

@@ -21,13 +21,8 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
-bool isView(OpKind op) {
-  return op == OpKind::Reshape || op == OpKind::Permute || op == OpKind::Broadcast || op == OpKind::Slice ||
-         op == OpKind::Pad || op == OpKind::StopGradient;
-}
-
 bool isCheap(const Node& n) {
-  if (isView(n.op) || n.op == OpKind::Iota) return true;
+  if (kernels::isViewOp(n.op) || n.op == OpKind::Iota) return true;
   if (n.op == OpKind::Constant) return n.attrFloats("value").size() == 1;
   return n.op == OpKind::Random && n.operands.empty();
 }
@@ -65,13 +60,13 @@ void cloneCheapNodes(ir::Graph& g) {
   std::function<Value*(Value*)> privateCopy = [&](Value* v) -> Value* {
     if (v->kind != ir::ValueKind::Result || !isCheap(*v->producer)) return v;
     if (uses[v] <= 1) {  // already private: make what it reads private too
-      if (isView(v->producer->op))
+      if (kernels::isViewOp(v->producer->op))
         for (Value*& o : v->producer->operands) o = privateCopy(o);
       return v;
     }
     const Node& p = *v->producer;
     std::vector<Value*> ops;
-    for (Value* o : p.operands) ops.push_back(isView(p.op) ? privateCopy(o) : o);
+    for (Value* o : p.operands) ops.push_back(kernels::isViewOp(p.op) ? privateCopy(o) : o);
     --uses[v];
     Value* copy = g.addNodeRaw(p.op, std::move(ops), p.attrs, v->type, p.loc);
     uses[copy] = 1;
@@ -125,7 +120,7 @@ void cloneCheapNodes(ir::Graph& g) {
 
 class Fuser {
  public:
-  Fuser(ir::Graph& g, const PassContext& ctx) : g_(g), ctx_(ctx) {
+  explicit Fuser(ir::Graph& g) : g_(g) {
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       Node* n = g.nodes()[i].get();
       index_[n] = static_cast<int>(i);
@@ -380,7 +375,6 @@ class Fuser {
   }
 
   ir::Graph& g_;
-  const PassContext& ctx_;
   std::unordered_map<const Node*, int> index_;
   std::vector<int> parent_;
   std::vector<KernelKind> kind_;
@@ -397,13 +391,13 @@ class Fuser {
 
 }  // namespace
 
-void fuse(ir::Graph& g, const PassContext& ctx) {
+void fuse(ir::Graph& g, const PassContext&) {
   for (const auto& n : g.nodes())
     KILN_CHECK(!(n->info().flags & ir::kComposite), "{}fuse: '{}' is a composite op; run decompose first",
                n->loc.known() ? n->loc.str() + ": " : "", n->info().name);
   g.clearSchedule();
   cloneCheapNodes(g);
-  Fuser(g, ctx).run();
+  Fuser(g).run();
 }
 
 }  // namespace kiln::passes
