@@ -1,11 +1,12 @@
 // Trains a small MLP on scikit-learn's digits (8x8 images of handwritten digits) with the kiln DSL
-// and the reference interpreter. The model and its loss are declared once; kiln::build turns them
+// and the LLVM CPU backend. The model and its loss are declared once; kiln::build turns them
 // into a whole training step (forward, loss, backward, Adam, fresh dropout masks every step) and
 // the matching inference graph, which here is rebuilt for the whole test split as one batch.
 //
 //   train_digits [EPOCHS]      prints the loss and training accuracy per epoch, then the test
 //                              accuracy (default 12 epochs, a few seconds)
 #include "frontend/Kiln.h"
+#include "engine/Executor.h"
 #include "interp/Interpreter.h"
 #include "runtime/Datasets.h"
 
@@ -77,8 +78,10 @@ int main(int argc, char** argv) {
     BuiltModel model = build(spec, adam);
     for (const std::string& w : model.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
 
-    // Parameters, Adam's moments and the dropout counter: the state every step reads and updates.
-    interp::TensorMap state = interp::initializeParams(model.trainStep);
+    // The training step compiled for the CPU (the default target; {.target = engine::Target::Interp}
+    // runs the reference interpreter). The executor owns the parameters, Adam's moments and the
+    // dropout counter: the state every step reads and updates.
+    std::unique_ptr<engine::Executor> step = engine::Executor::create(model.trainStep);
     rt::HostTensor lr(DType::f32, {});
     lr.set(0, 0.01);
     for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -89,9 +92,7 @@ int main(int argc, char** argv) {
         interp::TensorMap batch = {{"x", gatherRows(digits.features, train, s * kBatch, kBatch)},
                                    {"labels", gatherRows(digits.labels, train, s * kBatch, kBatch)},
                                    {"lr", lr}};
-        interp::TensorMap updated;
-        interp::TensorMap out = interp::run(model.trainStep, batch, state, &updated);
-        for (auto& [name, value] : updated) state.insert_or_assign(name, std::move(value));
+        interp::TensorMap out = step->run(batch);
         loss += out.at("loss").at(0);
         accuracy += out.at("accuracy").at(0);
       }
@@ -99,11 +100,10 @@ int main(int argc, char** argv) {
     }
 
     // The inference graph for the whole test split at once, on the trained parameters.
-    ir::Graph inference = model.inferenceForBatch(static_cast<int64_t>(test.size()));
-    interp::TensorMap weights;
-    for (const std::string& name : model.parameterNames) weights.emplace(name, state.at(name));
-    rt::HostTensor logits =
-        interp::run(inference, {{"x", gatherRows(digits.features, test, 0, test.size())}}, weights).at("logits");
+    std::unique_ptr<engine::Executor> inference =
+        engine::Executor::create(model.inferenceForBatch(static_cast<int64_t>(test.size())));
+    inference->setParams(step->params());  // the parameters it shares with the step, by name
+    rt::HostTensor logits = inference->run({{"x", gatherRows(digits.features, test, 0, test.size())}}).at("logits");
     int64_t correct = 0;
     for (size_t i = 0; i < test.size(); ++i) {
       int64_t best = 0;

@@ -1,6 +1,8 @@
 // Commands that evaluate graphs and move tensors: run, init, dataset.
 #include "tools/kiln/Commands.h"
 
+#include "engine/Executor.h"
+
 #include "interp/Interpreter.h"
 #include "ir/Parser.h"
 #include "runtime/Datasets.h"
@@ -97,18 +99,18 @@ rt::HostTensor reshapeRows(const rt::HostTensor& t) {
 void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   {
     struct Options {
-      std::string file, inputsPath, weightsPath, outPath, target = "interp", dumpDir;
+      std::string file, inputsPath, weightsPath, outPath, target = "cpu", dumpDir;
       std::vector<std::string> argmaxOutputs;
       bool print = false;
     };
     auto o = std::make_shared<Options>();
-    auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (reference interpreter)");
+    auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (LLVM CPU backend or reference interpreter)");
     cmd->add_option("FILE", o->file, ".kir file")->required();
     cmd->add_option("--inputs", o->inputsPath, "safetensors file with one tensor per graph input");
     cmd->add_option("--weights", o->weightsPath, "safetensors file with parameters (others use their initializers)");
     cmd->add_option("--out", o->outPath, "write the outputs to this safetensors file");
-    cmd->add_option("--target", o->target, "where to run: interp (the reference interpreter)")
-        ->check(CLI::IsMember({"interp"}));
+    cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend) or interp (the reference interpreter)")
+        ->check(CLI::IsMember({"cpu", "interp"}));
     cmd->add_flag("--print", o->print, "print every output");
     addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
@@ -138,11 +140,19 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
           KILN_CHECK(g.findParam(name) != nullptr, "{}: '{}' is not a parameter of graph @{}", o->weightsPath, name,
                      g.name());
       }
-      if (std::string dir = dumpDirectory(o->dumpDir); !dir.empty()) dumpCompilation(g, dir, "f32");
+      const engine::Target target = engine::parseTarget(o->target);
+      const std::string dir = dumpDirectory(o->dumpDir);
+      if (!dir.empty() && target == engine::Target::Interp) dumpCompilation(g, dir, "f32");
+      std::unique_ptr<engine::Executor> exec = engine::Executor::create(g, {.target = target, .dumpDir = dir});
+      exec->setParams(interp::TensorMap(weights.begin(), weights.end()));
       auto t0 = std::chrono::steady_clock::now();
-      interp::TensorMap outputs = interp::run(g, graphInputs, weights);
+      interp::TensorMap outputs = exec->run(graphInputs);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
+      if (target == engine::Target::Cpu)
+        std::fprintf(stderr, "ran @%s on the CPU backend in %.2f ms (compiled in %.0f ms)\n", g.name().c_str(), ms,
+                     exec->compileMs());
+      else
+        std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
       std::vector<std::string> classNames;
       if (auto it = meta.find("class_names"); it != meta.end()) classNames = splitLines(it->second);
       if (o->print)

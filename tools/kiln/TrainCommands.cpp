@@ -1,7 +1,9 @@
 // `kiln train`: trains a zoo classifier on a real data set with the whole training step (forward,
-// backward, optimizer) as one graph, evaluated by the reference interpreter for now.
+// backward, optimizer) as one graph, run by the LLVM CPU backend (or the reference interpreter with
+// --target interp).
 #include "tools/kiln/Commands.h"
 
+#include "engine/Executor.h"
 #include "frontend/Build.h"
 #include "frontend/Zoo.h"
 #include "interp/Interpreter.h"
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <numeric>
 
@@ -75,19 +78,20 @@ std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
 }
 
 /// Accuracy over every example of `data`, in batches of `batch` and one smaller last batch; the
-/// inference graphs (eval mode) share the model's parameters (not the optimizer state).
-double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const interp::TensorMap& trained) {
+/// inference graphs (eval mode, one executor per batch size, compiled on first use) get the
+/// model's trained parameters (not the optimizer state). `row` is the shape of one example.
+double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const ir::Shape& row,
+                const interp::TensorMap& trained, std::map<int64_t, std::unique_ptr<engine::Executor>>& executors,
+                engine::Target target) {
   int64_t correct = 0;
   for (int64_t start = 0; start < data.size();) {
     int64_t n = std::min(batch, data.size() - start);
-    ir::Graph inference = model.inferenceForBatch(n);
-    interp::TensorMap params;
-    for (const ir::Param& p : inference.params()) params.emplace(p.value->name, trained.at(p.value->name));
-    const ir::Value* x = inference.inputs().at(0);
-    ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
+    std::unique_ptr<engine::Executor>& exec = executors[n];
+    if (!exec) exec = engine::Executor::create(model.inferenceForBatch(n), {.target = target});
+    exec->setParams(trained);
     std::vector<int64_t> rows(n);
     std::iota(rows.begin(), rows.end(), start);
-    rt::HostTensor logits = interp::run(inference, {{x->name, gatherRows(data.x, rows, row)}}, params).at("logits");
+    rt::HostTensor logits = exec->run({{"x", gatherRows(data.x, rows, row)}}).at("logits");
     int64_t classes = logits.shape()[1];
     for (int64_t i = 0; i < n; ++i) {
       int64_t best = 0;
@@ -104,7 +108,7 @@ double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const
 
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   struct Options {
-    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "interp", precision = "f32", dumpDir;
+    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "cpu", precision = "f32", dumpDir;
     int64_t epochs = 1, batch = 32, limit = -1, evalLimit = -1, evalBatch = 500;
     double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
     uint64_t seed = 0;
@@ -129,10 +133,11 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--seed", o->seed, "seed of the initializers and the shuffling");
   cmd->add_option("--save", o->save, "write the trained parameters to this safetensors file");
-  cmd->add_option("--target", o->target, "where to run: interp (the reference interpreter)")
-      ->check(CLI::IsMember({"interp"}));
+  cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend) or interp (the reference interpreter)")
+      ->check(CLI::IsMember({"cpu", "interp"}));
   addDumpOption(cmd, o->dumpDir);
   commands.emplace_back(cmd, [o] {
+    const engine::Target target = engine::parseTarget(o->target);
     passes::TrainingStepOptions to;
     to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
     to.optimizer.momentum = o->momentum;
@@ -145,7 +150,8 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
                "kiln train needs a classifier (outputs logits, input labels); '{}' is not one", o->model);
     for (const std::string& w : model.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     // The training step's precision is already applied; amp at f32 leaves it alone.
-    if (std::string dir = dumpDirectory(o->dumpDir); !dir.empty()) dumpCompilation(step, dir, "f32");
+    const std::string dumpDir = dumpDirectory(o->dumpDir);
+    if (!dumpDir.empty() && target == engine::Target::Interp) dumpCompilation(step, dumpDir, "f32");
     auto [train, test] = loadData(o->data, o->limit);
     if (o->evalLimit > 0 && o->evalLimit < test.size()) {
       std::vector<int64_t> rows(o->evalLimit);
@@ -156,10 +162,13 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     const ir::Value* x = step.findInput("x");
     KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
     ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
-    interp::TensorMap params = interp::initializeParams(step);
-    std::printf("training %s on %s: %lld examples, batch %lld, %s lr %g, %zu parameter tensors\n",
+    std::unique_ptr<engine::Executor> exec = engine::Executor::create(step, {.target = target, .dumpDir = dumpDir});
+    std::map<int64_t, std::unique_ptr<engine::Executor>> evaluators;
+    std::printf("training %s on %s: %lld examples, batch %lld, %s lr %g, %zu parameter tensors, target %s%s\n",
                 o->model.c_str(), o->data.c_str(), static_cast<long long>(train.size()),
-                static_cast<long long>(o->batch), o->optimizer.c_str(), o->lr, step.params().size());
+                static_cast<long long>(o->batch), o->optimizer.c_str(), o->lr, step.params().size(),
+                engine::targetName(target),
+                target == engine::Target::Cpu ? fmt::format(" (compiled in {:.0f} ms)", exec->compileMs()).c_str() : "");
 
     std::vector<int64_t> order(train.size());
     std::iota(order.begin(), order.end(), 0);
@@ -175,9 +184,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         std::span<const int64_t> rows(order.data() + start, o->batch);
         interp::TensorMap in{{"x", gatherRows(train.x, rows, row)}, {"labels", gatherRows(train.y, rows, {})},
                              {"lr", lr}};
-        interp::TensorMap updated;
-        interp::TensorMap out = interp::run(step, in, params, &updated);
-        for (auto& [name, t] : updated) params.insert_or_assign(name, std::move(t));
+        interp::TensorMap out = exec->run(in);
         double loss = out.at("loss").at(0);
         if (out.count("amp.skipped") && out.at("amp.skipped").at(0) != 0) {
           ++skipped;  // f16 overflow: the step kept the parameters and halved the loss scale
@@ -188,7 +195,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         lossSum += loss;
       }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double acc = accuracy(model, o->evalBatch, test, params);
+      double acc = accuracy(model, o->evalBatch, test, row, exec->params(), evaluators, target);
       std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)%s\n",
                   static_cast<long long>(epoch), steps > skipped ? lossSum / (steps - skipped) : 0.0, 100 * acc,
                   steps * o->batch / seconds, static_cast<long long>(steps), seconds,
@@ -196,6 +203,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       std::fflush(stdout);
     }
     if (!o->save.empty()) {
+      interp::TensorMap params = exec->params();
       rt::NamedTensors weights;
       for (const std::string& name : model.parameterNames) weights.emplace(name, params.at(name));
       rt::saveSafetensors(o->save, weights);

@@ -1,0 +1,176 @@
+// GFLOP/s of the generated GEMM (codegen/cpu/Gemm.h) on a few shapes, for tuning its blocking.
+// Each shape is one f32 contraction kernel whose epilogue copies the finished tiles into the result;
+// it runs on pools of 1 and 2 threads, and the best of 20 timed runs (each at least 0.05 s of
+// repetitions) is reported, by wall time and by CPU time ("cpu": flops over the CPU seconds
+// spent divided by the thread count, i.e. the rate had every thread had a core to itself, which
+// is what a loaded machine still lets one measure). Run: build/bin/kiln_gemm_tune
+// [M N K [ta tb] | conv N C H W O K]
+#include "codegen/cpu/Gemm.h"
+#include "codegen/cpu/Jit.h"
+#include "ir/Parser.h"
+#include "kernels/Gemm.h"
+#include "runtime/HostTensor.h"
+#include "runtime/ThreadPool.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <cstdlib>
+#include <random>
+
+namespace {
+
+using namespace kiln;
+
+/// One f32 contraction node: `%r = OP(%a, %b) {ATTRS} : RESULT`.
+struct Shape {
+  std::string a, b, op, attrs, result;
+  double flops;
+};
+
+Shape matmul(int64_t m, int64_t n, int64_t k, bool ta = false, bool tb = false) {
+  return {ta ? fmt::format("f32[{},{}]", k, m) : fmt::format("f32[{},{}]", m, k),
+          tb ? fmt::format("f32[{},{}]", n, k) : fmt::format("f32[{},{}]", k, n), "matmul",
+          fmt::format("transpose_a={}, transpose_b={}", ta, tb), fmt::format("f32[{},{}]", m, n),
+          2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)};
+}
+
+/// conv2d of x[n,c,h,w] with w[o,c,k,k], stride 1, padding k/2 ("same").
+Shape conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k) {
+  return {fmt::format("f32[{},{},{},{}]", n, c, h, w), fmt::format("f32[{},{},{},{}]", o, c, k, k), "conv2d",
+          fmt::format("padding=[{},{}]", k / 2, k / 2), fmt::format("f32[{},{},{},{}]", n, o, h, w),
+          2.0 * static_cast<double>(n * o * h * w) * static_cast<double>(c * k * k)};
+}
+
+/// void epilogue(bufs, tile, ldt, b, m0, m1, n0, n1): copies the tile into the f32 result
+/// bufs[out] at row-major [.., M, N].
+llvm::Function* copyEpilogue(llvm::Module& m, size_t out, int64_t resultM, int64_t resultN) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* ptr = b.getPtrTy();
+  llvm::Type* f32 = b.getFloatTy();
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
+                                   llvm::Function::InternalLinkage, "copy_epilogue", m);
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  auto* rows = llvm::BasicBlock::Create(ctx, "rows", f);
+  auto* cols = llvm::BasicBlock::Create(ctx, "cols", f);
+  auto* rowEnd = llvm::BasicBlock::Create(ctx, "rows.next", f);
+  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
+  b.SetInsertPoint(entry);
+  llvm::Value* result = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), out));
+  llvm::Value *tile = f->getArg(1), *ldt = f->getArg(2), *batch = f->getArg(3);
+  llvm::Value *m0 = f->getArg(4), *m1 = f->getArg(5), *n0 = f->getArg(6), *n1 = f->getArg(7);
+  b.CreateBr(rows);
+  b.SetInsertPoint(rows);
+  llvm::PHINode* row = b.CreatePHI(i64, 2);
+  row->addIncoming(m0, entry);
+  llvm::Value* from = b.CreateGEP(f32, tile, b.CreateMul(b.CreateSub(row, m0), ldt));
+  llvm::Value* to = b.CreateGEP(
+      f32, result, b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)));
+  b.CreateBr(cols);
+  b.SetInsertPoint(cols);
+  llvm::PHINode* col = b.CreatePHI(i64, 2);
+  col->addIncoming(n0, rows);
+  llvm::Value* v = b.CreateLoad(f32, b.CreateGEP(f32, from, b.CreateSub(col, n0)));
+  b.CreateStore(v, b.CreateGEP(f32, to, col));
+  llvm::Value* nextCol = b.CreateAdd(col, b.getInt64(1));
+  col->addIncoming(nextCol, cols);
+  b.CreateCondBr(b.CreateICmpSLT(nextCol, n1), cols, rowEnd);
+  b.SetInsertPoint(rowEnd);
+  llvm::Value* nextRow = b.CreateAdd(row, b.getInt64(1));
+  row->addIncoming(nextRow, rowEnd);
+  b.CreateCondBr(b.CreateICmpSLT(nextRow, m1), rows, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  return f;
+}
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+/// CPU time of the calling thread (`process` false) or of the whole process.
+double cpuSeconds(bool process) {
+  timespec t{};
+  clock_gettime(process ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+void run(cpu::Jit& jit, const Shape& s) {
+  const std::string node = fmt::format("%r = {}(%a, %b) {{{}}} : {}", s.op, s.attrs, s.result);
+  ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  {}\n  output %r = %r\n}}\n",
+                                           s.a, s.b, node),
+                               "gemm_tune.kir");
+  kernels::Kernel k = kernels::lowerGraph(g).at(0);
+  const kernels::GemmForm form = kernels::gemmForm(k);
+  const cpu::VectorIsa isa = cpu::isaOf(jit);
+  auto m = std::make_unique<llvm::Module>("gemm_tune", jit.context());
+  const size_t out = static_cast<size_t>(k.outputs.at(0));
+  cpu::emitContraction(*m, "gemm", k, copyEpilogue(*m, out, form.groups * form.m, form.n), isa);
+  cpu::CompileOptions options;
+  if (const char* dir = std::getenv("KILN_GEMM_DUMP")) options.dumpDir = dir, options.dumpStem = "gemm";
+  auto compiled = jit.compile(std::move(m), options);
+  auto fn = compiled->fn<void(void**, void*)>("gemm");
+
+  std::vector<rt::HostTensor> tensors;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const kernels::Buffer& buf : k.buffers) {
+    tensors.emplace_back(buf.type.dtype, buf.type.shape);
+    for (int64_t i = 0; i < tensors.back().numel(); ++i) tensors.back().as<float>()[i] = u(rng);
+  }
+  std::string line = fmt::format("{:<60} compile {:4.0f} ms", fmt::format("{}({}, {})", s.op, s.a, s.b),
+                                 compiled->compileMs());
+  const double flops = s.flops;
+  for (int threads : {1, 2}) {
+    rt::ThreadPool pool(threads);
+    rt::HostTensor scratch(DType::boolean, {std::max<int64_t>(cpu::contractionScratchBytes(k, isa, threads), 1)});
+    std::vector<void*> bufs;
+    for (rt::HostTensor& t : tensors) bufs.push_back(t.data());
+    bufs.push_back(scratch.data());
+    fn(bufs.data(), &pool);  // warm up
+    double best = 1e30, bestCpu = 1e30;
+    for (int rep = 0; rep < 20; ++rep) {
+      int calls = 0;
+      const auto start = std::chrono::steady_clock::now();
+      const double cpuStart = cpuSeconds(threads > 1);
+      double elapsed = 0;
+      do {
+        fn(bufs.data(), &pool);
+        ++calls;
+        elapsed = seconds(std::chrono::steady_clock::now() - start);
+      } while (elapsed < 0.05);
+      best = std::min(best, elapsed / calls);
+      bestCpu = std::min(bestCpu, (cpuSeconds(threads > 1) - cpuStart) / calls / threads);
+    }
+    line += fmt::format("   {}T {:6.1f} GFLOP/s ({:8.1f} µs) cpu {:6.1f}", threads, flops / best * 1e-9, best * 1e6,
+                        flops / bestCpu * 1e-9);
+  }
+  fmt::print("{}\n", line);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cpu::Jit jit;
+  jit.defineSymbol("kiln_parallel_for", reinterpret_cast<const void*>(&kiln_parallel_for));
+  auto arg = [&](int i) { return std::atoll(argv[i]); };
+  if (argc == 8 && std::string(argv[1]) == "conv") {
+    run(jit, conv(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7)));
+    return 0;
+  }
+  if (argc >= 4) {
+    run(jit, matmul(arg(1), arg(2), arg(3), argc >= 6 && arg(4) != 0, argc >= 6 && arg(5) != 0));
+    return 0;
+  }
+  const Shape shapes[] = {matmul(512, 512, 512),         matmul(1024, 1024, 1024),       matmul(2048, 2048, 2048),
+                          matmul(10000, 512, 1000),      matmul(100, 128, 784),          matmul(64, 32, 64),
+                          matmul(1024, 1024, 1024, true, false), matmul(1024, 1024, 1024, false, true),
+                          matmul(100, 128, 784, true, false),    matmul(100, 128, 784, false, true),
+                          conv(32, 64, 28, 28, 64, 3),   conv(32, 3, 32, 32, 16, 3)};
+  for (const Shape& s : shapes) run(jit, s);
+  return 0;
+}

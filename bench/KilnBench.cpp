@@ -1,0 +1,190 @@
+// kiln's side of the CPU benchmark (scripts/bench.sh runs it beside PyTorch, oneDNN and OpenBLAS
+// and prints the ratios; docs/PERFORMANCE.md): the zoo's training steps and inference graphs and
+// the GEMM shapes of issue 5 on the LLVM CPU backend, plus every zoo model's cold compile time.
+//
+// Output: one JSON object per line, {"workload", "impl": "kiln", "ms" (median per run), "runs",
+// "compile_ms"}; workloads are named like the anchors': train/MODEL/bB/OPT, infer/MODEL/bB,
+// gemm/{NN,NT,TN}/MxKxN, compile/MODEL/{train,infer}.
+//
+//   kiln_bench [--filter SUBSTRING] [--min-seconds S]
+// Threads: KILN_THREADS (default: all hardware threads).
+#include "codegen/cpu/Jit.h"
+#include "codegen/cpu/Program.h"
+#include "frontend/Zoo.h"
+#include "ir/Parser.h"
+#include "passes/Pipeline.h"
+#include "passes/TrainingStep.h"
+#include "support/Philox.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct Settings {
+  std::string filter;
+  double minSeconds = 1.0;
+};
+
+/// Random inputs: floats uniform in [-1, 1), integer inputs (labels) valid class indices of the
+/// graph's logits, the learning rate 1e-3.
+interp::TensorMap inputsFor(const ir::Graph& g) {
+  int64_t classes = 2;
+  if (const ir::Output* o = g.findOutput("logits")) classes = o->value->type.shape.back();
+  interp::TensorMap in;
+  uint64_t seed = 1;
+  for (const ir::Value* v : g.inputs()) {
+    rt::HostTensor t(v->type.dtype, v->type.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float u = philoxUniform(seed, 0, static_cast<uint64_t>(i));
+      t.set(i, isFloat(v->type.dtype) ? 2 * u - 1 : std::floor(u * static_cast<float>(classes)));
+    }
+    if (v->name == "lr") t.set(0, 1e-3);
+    in.emplace(v->name, std::move(t));
+    ++seed;
+  }
+  return in;
+}
+
+/// Median milliseconds per run of `program` after two warm-up runs, over at least 5 runs and
+/// `minSeconds`.
+std::pair<double, int> timeRuns(cpu::Program& program, const interp::TensorMap& in, double minSeconds) {
+  for (int i = 0; i < 2; ++i) program.run(in);
+  std::vector<double> times;
+  auto start = Clock::now();
+  while (times.size() < 5 || (msSince(start) < minSeconds * 1000 && times.size() < 10000)) {
+    auto t0 = Clock::now();
+    program.run(in);
+    times.push_back(msSince(t0));
+  }
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], static_cast<int>(times.size())};
+}
+
+void report(const std::string& workload, double ms, int runs, double compileMs) {
+  std::printf("{\"workload\": \"%s\", \"impl\": \"kiln\", \"ms\": %.6g, \"runs\": %d, \"compile_ms\": %.4g}\n",
+              workload.c_str(), ms, runs, compileMs);
+  std::fflush(stdout);
+}
+
+/// Compiles `g` (default pipeline, then the backend), cold unless the same program was compiled
+/// before in this process.
+std::unique_ptr<cpu::Program> compile(const ir::Graph& g, double& compileMs) {
+  auto t0 = Clock::now();
+  ir::Graph compiled = g.clone();
+  passes::compileGraph(compiled);
+  std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled);
+  compileMs = msSince(t0);
+  return p;
+}
+
+ir::Graph model(const std::string& name, int64_t batch, const char* optimizer) {
+  ZooOptions o;
+  o.batch = batch;
+  o.withLoss = optimizer != nullptr;
+  ir::Graph g = buildZooModel(name, o);
+  if (optimizer) {
+    passes::TrainingStepOptions to;
+    to.optimizer.kind = passes::optimizerKindFromName(optimizer);
+    passes::buildTrainingStep(g, to);
+  }
+  return g;
+}
+
+void runModel(const Settings& s, const std::string& name, int64_t batch, const char* optimizer) {
+  std::string workload = optimizer ? fmt::format("train/{}/b{}/{}", name, batch, optimizer)
+                                   : fmt::format("infer/{}/b{}", name, batch);
+  if (workload.find(s.filter) == std::string::npos) return;
+  ir::Graph g = model(name, batch, optimizer);
+  double compileMs = 0;
+  std::unique_ptr<cpu::Program> p = compile(g, compileMs);
+  auto [ms, runs] = timeRuns(*p, inputsFor(g), s.minSeconds);
+  report(workload, ms, runs, compileMs);
+}
+
+void runGemm(const Settings& s, const char* layout, int64_t m, int64_t k, int64_t n) {
+  std::string workload = fmt::format("gemm/{}/{}x{}x{}", layout, m, k, n);
+  if (workload.find(s.filter) == std::string::npos) return;
+  bool ta = layout[0] == 'T', tb = layout[1] == 'T';
+  std::string a = ta ? fmt::format("f32[{},{}]", k, m) : fmt::format("f32[{},{}]", m, k);
+  std::string b = tb ? fmt::format("f32[{},{}]", n, k) : fmt::format("f32[{},{}]", k, n);
+  std::string text = fmt::format(
+      "graph @gemm {{\n  input %a : {}\n  input %b : {}\n  %c = matmul(%a, %b) {{transpose_a={}, transpose_b={}}} : "
+      "f32[{},{}]\n  output %c = %c\n}}\n",
+      a, b, ta ? "true" : "false", tb ? "true" : "false", m, n);
+  ir::Graph g = ir::parseGraph(text, workload);
+  double compileMs = 0;
+  std::unique_ptr<cpu::Program> p = compile(g, compileMs);
+  auto [ms, runs] = timeRuns(*p, inputsFor(g), s.minSeconds);
+  report(workload, ms, runs, compileMs);
+}
+
+/// Cold compile time of every zoo model's training step and inference graph in a fresh Jit.
+void compileTimes(const Settings& s) {
+  for (const std::string& name : zooModelNames())
+    for (const char* optimizer : {"adam", static_cast<const char*>(nullptr)}) {
+      std::string workload = fmt::format("compile/{}/{}", name, optimizer ? "train" : "infer");
+      if (workload.find(s.filter) == std::string::npos) continue;
+      ir::Graph g = model(name, 32, optimizer);
+      auto t0 = Clock::now();
+      ir::Graph compiled = g.clone();
+      passes::compileGraph(compiled);
+      double pipelineMs = msSince(t0);
+      cpu::Jit jit;
+      cpu::ProgramOptions po;
+      po.jit = &jit;
+      std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled, po);
+      const cpu::ProgramStats& st = p->stats();
+      std::printf("{\"workload\": \"%s\", \"impl\": \"kiln\", \"ms\": %.4g, \"pipeline_ms\": %.4g, \"lower_ms\": %.4g, "
+                  "\"render_ms\": %.4g, \"llvm_ms\": %.4g, \"kernels\": %d}\n",
+                  workload.c_str(), msSince(t0), pipelineMs, st.lowerMs, st.renderMs, st.compileMs, st.kernels);
+      std::fflush(stdout);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) s.filter = argv[++i];
+    else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) s.minSeconds = std::atof(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S]\n");
+      return 2;
+    }
+  }
+  try {
+    runModel(s, "simplenet", 10000, "adam");
+    runModel(s, "mnist_mlp", 100, "adam");
+    runModel(s, "tiny_mlp", 64, "sgd");
+    runModel(s, "tiny_mlp", 1024, "sgd");
+    runModel(s, "cnn", 64, "adam");
+    for (auto [name, full] : {std::pair<const char*, int64_t>{"mnist_mlp", 100}, {"simplenet", 10000}, {"tiny_mlp", 1024},
+                              {"cnn", 64}}) {
+      runModel(s, name, 1, nullptr);
+      runModel(s, name, full, nullptr);
+    }
+    for (const char* layout : {"NN", "NT", "TN"})
+      for (auto [m, k, n] : {std::array<int64_t, 3>{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048},
+                             {10000, 1000, 512}, {10000, 512, 256}, {100, 784, 128}, {64, 64, 32}})
+        runGemm(s, layout, m, k, n);
+    compileTimes(s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

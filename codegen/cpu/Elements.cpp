@@ -1,0 +1,155 @@
+#include "codegen/cpu/Elements.h"
+
+#include "ir/ScalarOps.h"
+#include "support/Error.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
+
+namespace kiln::cpu {
+
+llvm::Type* storageType(llvm::IRBuilderBase& b, DType t) {
+  switch (t) {
+    case DType::f32: return b.getFloatTy();
+    case DType::f16:
+    case DType::bf16: return b.getInt16Ty();
+    case DType::f64: return b.getDoubleTy();
+    case DType::i32: return b.getInt32Ty();
+    case DType::i64: return b.getInt64Ty();
+    case DType::boolean: return b.getInt8Ty();
+  }
+  KILN_ASSERT(false, "unknown dtype");
+  return nullptr;
+}
+
+llvm::Type* computeType(llvm::IRBuilderBase& b, DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return b.getFloatTy();
+    case DType::f64: return b.getDoubleTy();
+    case DType::i32:
+    case DType::i64: return b.getInt64Ty();
+    case DType::boolean: return b.getInt1Ty();
+  }
+  KILN_ASSERT(false, "unknown dtype");
+  return nullptr;
+}
+
+llvm::Type* withLanes(llvm::Type* scalar, int lanes) {
+  return lanes > 1 ? llvm::FixedVectorType::get(scalar, static_cast<unsigned>(lanes)) : scalar;
+}
+
+int lanesOf(const llvm::Value* v) {
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType())) return static_cast<int>(vt->getNumElements());
+  return 1;
+}
+
+llvm::Value* splat(llvm::IRBuilderBase& b, llvm::Value* v, int lanes) {
+  if (lanes <= 1 || v->getType()->isVectorTy()) return v;
+  return b.CreateVectorSplat(static_cast<unsigned>(lanes), v);
+}
+
+namespace {
+
+/// An integer (or integer vector) of the same shape as `like` with element type `elem`.
+llvm::Type* sameShape(llvm::Type* like, llvm::Type* elem) {
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(like)) return llvm::FixedVectorType::get(elem, vt->getNumElements());
+  return elem;
+}
+
+llvm::Value* splatInt(llvm::IRBuilderBase& b, llvm::Type* type, uint64_t value) {
+  return llvm::ConstantInt::get(type, value);  // splats for vector types
+}
+
+/// bf16 rounding of float bits: nearest even, overflow to inf, NaN kept quiet. Returns the float
+/// bits with the low 16 cleared.
+llvm::Value* bf16RoundBits(llvm::IRBuilderBase& b, llvm::Value* f) {
+  llvm::Type* it = sameShape(f->getType(), b.getInt32Ty());
+  llvm::Value* bits = b.CreateBitCast(f, it);
+  llvm::Value* lsb = b.CreateAnd(b.CreateLShr(bits, splatInt(b, it, 16)), splatInt(b, it, 1));
+  llvm::Value* rounded = b.CreateAdd(b.CreateAdd(bits, splatInt(b, it, 0x7FFF)), lsb);
+  llvm::Value* quiet = b.CreateOr(bits, splatInt(b, it, 0x00400000));
+  llvm::Value* isNan = b.CreateFCmpUNO(f, f);
+  return b.CreateAnd(b.CreateSelect(isNan, quiet, rounded), splatInt(b, it, 0xFFFF0000u));
+}
+
+}  // namespace
+
+llvm::Value* fromStorage(llvm::IRBuilderBase& b, DType t, llvm::Value* stored) {
+  llvm::Type* st = stored->getType();
+  switch (t) {
+    case DType::f16: return b.CreateFPExt(b.CreateBitCast(stored, sameShape(st, b.getHalfTy())), sameShape(st, b.getFloatTy()));
+    case DType::bf16: {
+      llvm::Type* it = sameShape(st, b.getInt32Ty());
+      return b.CreateBitCast(b.CreateShl(b.CreateZExt(stored, it), splatInt(b, it, 16)), sameShape(st, b.getFloatTy()));
+    }
+    case DType::i32: return b.CreateSExt(stored, sameShape(st, b.getInt64Ty()));
+    case DType::boolean: return b.CreateICmpNE(stored, llvm::Constant::getNullValue(st));
+    default: return stored;
+  }
+}
+
+llvm::Value* toStorage(llvm::IRBuilderBase& b, DType t, llvm::Value* v) {
+  llvm::Type* vt = v->getType();
+  switch (t) {
+    case DType::f16: return b.CreateBitCast(b.CreateFPTrunc(v, sameShape(vt, b.getHalfTy())), sameShape(vt, b.getInt16Ty()));
+    case DType::bf16: {
+      llvm::Type* it = sameShape(vt, b.getInt32Ty());
+      llvm::Value* bits = b.CreateBitCast(v, it);  // already representable: the high half is exact
+      return b.CreateTrunc(b.CreateLShr(bits, splatInt(b, it, 16)), sameShape(vt, b.getInt16Ty()));
+    }
+    case DType::i32: return b.CreateTrunc(v, sameShape(vt, b.getInt32Ty()));
+    case DType::boolean: return b.CreateZExt(v, sameShape(vt, b.getInt8Ty()));
+    default: return v;
+  }
+}
+
+llvm::Value* roundTo(llvm::IRBuilderBase& b, DType t, llvm::Value* v) {
+  llvm::Type* vt = v->getType();
+  switch (t) {
+    case DType::f16: return b.CreateFPExt(b.CreateFPTrunc(v, sameShape(vt, b.getHalfTy())), vt);
+    case DType::bf16: return b.CreateBitCast(bf16RoundBits(b, v), vt);
+    case DType::i32: return b.CreateSExt(b.CreateTrunc(v, sameShape(vt, b.getInt32Ty())), vt);
+    default: return v;
+  }
+}
+
+llvm::Value* convert(llvm::IRBuilderBase& b, DType from, DType to, llvm::Value* v) {
+  llvm::Type* vt = v->getType();
+  llvm::Type* target = sameShape(vt, computeType(b, to));
+  if (from == to) return v;
+  if (to == DType::boolean) {
+    if (isFloat(from)) return b.CreateFCmpUNE(v, llvm::Constant::getNullValue(vt));
+    return b.CreateICmpNE(v, llvm::Constant::getNullValue(vt));
+  }
+  if (from == DType::boolean) {
+    if (isFloat(to)) return b.CreateUIToFP(v, target);
+    return b.CreateZExt(v, target);
+  }
+  if (isFloat(from) && isFloat(to)) {
+    llvm::Value* r = vt == target ? v : b.CreateFPCast(v, target);
+    return roundTo(b, to, r);
+  }
+  if (isFloat(from)) {  // saturating truncation, NaN → 0, at the target's width
+    llvm::Type* narrow = sameShape(vt, to == DType::i32 ? b.getInt32Ty() : b.getInt64Ty());
+    llvm::Value* r = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {narrow, vt}, {v});
+    return to == DType::i32 ? b.CreateSExt(r, target) : r;
+  }
+  if (isFloat(to)) return roundTo(b, to, b.CreateSIToFP(v, target));
+  return roundTo(b, to, v);  // int → int wraps
+}
+
+llvm::Value* constant(llvm::IRBuilderBase& b, DType t, double value, int lanes) {
+  llvm::Type* ct = withLanes(computeType(b, t), lanes);
+  switch (t) {
+    case DType::boolean: return llvm::ConstantInt::get(ct, value != 0 ? 1 : 0);
+    case DType::i32:
+    case DType::i64: return llvm::ConstantInt::get(ct, static_cast<uint64_t>(static_cast<int64_t>(kiln::roundTo(t, value))));
+    default: return llvm::ConstantFP::get(ct, kiln::roundTo(t, value));
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,41 @@
+// The generated contraction of a contraction kernel (matmul, conv2d, conv2d_grad_input,
+// conv2d_grad_weight): a packed, register-blocked GEMM in LLVM IR whose packing routines read the
+// operands through the kernel's GEMM form (kernels/Gemm.h), so transposes, broadcast batches and
+// convolution windows (implicit GEMM: no im2col beyond one packed panel) cost the same as the
+// plain case. Finished result tiles are handed to the kernel's epilogue while still in cache.
+#pragma once
+
+#include "codegen/cpu/KernelAbi.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::cpu {
+
+/// The element type of the accumulator tiles an epilogue receives: f32 for f32/f16/bf16 operands,
+/// f64 for f64, i64 for integer operands.
+enum class AccType : uint8_t { F32, F64, I64 };
+AccType accTypeOf(const kernels::Kernel& k);
+
+/// Bytes of scratch the contraction needs (bufs[k.buffers.size()], 64-byte aligned), for
+/// packed panels and result tiles of every thread of a pool of `threads`: the kernel must run on
+/// a pool of at most that many threads (each chunk of its kiln_parallel_for claims one part).
+/// 0 when the result is empty.
+int64_t contractionScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, int threads);
+
+/// Emits into `m` the kernel function `name` (KernelAbi.h) for contraction kernel `k`. It computes
+/// the contraction in the GEMM form [batch, M, N] = Σ_K A[batch, M, K] · B[batch, K, N] and calls
+///
+///     void epilogue(void** bufs, const ACC* tile, int64_t ldt,
+///                   int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
+///
+/// exactly once for every finished block of the result: the product at (b, m, n) for
+/// m0 <= m < m1, n0 <= n < n1 is tile[(m - m0) * ldt + (n - n0)], complete over all of K.
+/// (b, m, n) index the result-level view [batch, M, N] of kernels::GemmForm (its result*Dims
+/// split the node's result dimensions; a convolution's group is part of M), so the element's
+/// flat index in the result is (b·M + m)·N + n. Blocks are disjoint and may be handed over from
+/// any thread of the pool, concurrently; the values do not depend on the thread count.
+llvm::Function* emitContraction(llvm::Module& m, const std::string& name, const kernels::Kernel& k,
+                                llvm::Function* epilogue, const VectorIsa& isa);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,390 @@
+// Packing for the GEMM emitter (GemmEmitter.h): operand elements, reached through the GEMM
+// form's index maps, copied into MR- or NR-wide panels in the accumulator type.
+//
+// Three ways, chosen per panel:
+//   - rows contiguous in memory, no bounds (B of A·B, A of Aᵀ·B): one vector load per panel row;
+//   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
+//     row and `lanes` k, transposed in registers `lanes` rows at a time;
+//   - anything else (convolution windows with padding, broadcasts, edge panels, K tails): the
+//     map is evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds
+//     and quotient conditions as lane masks — and a panel row whose index runs contiguously is
+//     loaded with masked vector loads (an implicit-GEMM row of a convolution, padding masked
+//     off), any other lane by lane.
+// Indices are computed in i32 when every value of the map fits, in i64 otherwise.
+#include "codegen/cpu/GemmEmitter.h"
+
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace kiln::cpu::gemm {
+namespace {
+
+using kernels::Affine;
+using kernels::GemmOperand;
+
+/// The affine functionals of an operand: its index, its bounds, its quotient values.
+std::vector<const Affine*> functionals(const GemmOperand& op) {
+  std::vector<const Affine*> fs{&op.map.index};
+  for (const auto& bound : op.map.bounds) fs.push_back(&bound.value);
+  for (const auto& q : op.quotients) fs.push_back(&q.value);
+  return fs;
+}
+
+/// The stride s when functional `a` is s · flat over the coordinate group at `at` of sizes
+/// `dims` (its coefficients are the group's row-major strides times s), else nothing.
+std::optional<int64_t> groupStride(const Affine& a, size_t at, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return 0;
+  const int64_t s = a.coeff[at + dims.size() - 1];
+  int64_t stride = s;
+  for (size_t d = dims.size() - 1; d-- > 0;) {
+    stride *= dims[d + 1];
+    if (dims[d] != 1 && a.coeff[at + d] != stride) return std::nullopt;  // size 1: any coefficient
+  }
+  return s;
+}
+
+std::vector<int> iota(int first, int count) {
+  std::vector<int> v(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = first + i;
+  return v;
+}
+
+class PackEmitter {
+ public:
+  PackEmitter(GemmBuilder& g, bool a)
+      : g_(g), b_(g.b), op_(a ? g.form.a : g.form.b), label_(a ? "a" : "b"), width_(a ? g.plan.mr : g.plan.nr),
+        rowDims_(a ? g.form.mDims : g.form.nDims),
+        rowAt_(g.form.batchDims.size() + (a ? 0 : g.form.kDims.size())),
+        kAt_(g.form.batchDims.size() + (a ? g.form.mDims.size() : 0)) {}
+
+  llvm::Function* emit();
+
+ private:
+  /// One panel's rows in chunks of at most `lanes` rows (vectors the target holds in one
+  /// register, so their masks stay native): the row part of every functional and which rows
+  /// exist; and whether the index runs contiguously along all rows of the panel (a panel row is
+  /// then one stretch of memory, whatever the bounds say).
+  struct PanelRows {
+    struct Chunk {
+      int first, count;
+      std::vector<llvm::Value*> parts;
+      llvm::Value* valid;
+    };
+    std::vector<Chunk> chunks;
+    llvm::Value* contiguous = nullptr;
+  };
+
+  bool fitsInt32() const;
+  llvm::Value* groupPart(const Affine& a, size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
+  std::vector<llvm::Value*> groupParts(size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
+  llvm::Value* lanes(int first, int count);
+  bool maskedLoads();
+  PanelRows panelRows(llvm::Value* p);
+  void packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow);
+  void packContiguousRows(llvm::Value* p, llvm::Value* kcPad, const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
+  void packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Value* dstRow);
+  std::vector<llvm::Value*> transpose(std::vector<llvm::Value*> rows);
+  llvm::Value* concat(llvm::Value* x, llvm::Value* y);
+  llvm::Value* toIx(llvm::Value* v) { return b_.CreateTrunc(v, ix_); }
+  llvm::Value* toI64(llvm::Value* v) { return b_.CreateSExt(v, b_.getInt64Ty()); }
+  llvm::Align storeAlign() { return llvm::Align(g_.storageType()->getPrimitiveSizeInBits() / 8); }
+
+  GemmBuilder& g_;
+  llvm::IRBuilder<>& b_;
+  const GemmOperand& op_;
+  const std::string label_;
+  const int width_;                       // MR or NR
+  const std::vector<int64_t>& rowDims_;   // the m or n coordinates
+  const size_t rowAt_, kAt_;              // where rows and k start in the map's coordinate vector
+  // Set up by emit(), in the index type.
+  llvm::Type* ix_ = nullptr;
+  llvm::Value* base_ = nullptr;           // the operand's buffer
+  std::vector<llvm::Value*> batchParts_;  // per functional, of the item's batch coordinates
+  llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
+};
+
+/// Whether indices may be computed in i32: every functional stays within ±2^30 on the coordinate
+/// box grown by one in each dimension (the rows and k of padded panels run a little past the
+/// end; their lanes are masked off), and so do the flat coordinates.
+bool PackEmitter::fitsInt32() const {
+  constexpr double kLimit = 0x1p30;
+  const kernels::GemmForm& f = g_.form;
+  std::vector<int64_t> sizes(op_.map.index.coeff.size(), 1);
+  auto place = [&](size_t at, const std::vector<int64_t>& dims) {
+    for (size_t d = 0; d < dims.size(); ++d) sizes[at + d] = dims[d] + 1;
+  };
+  place(0, f.batchDims);
+  place(rowAt_, rowDims_);
+  place(kAt_, f.kDims);
+  for (const Affine* a : functionals(op_)) {
+    double range = std::abs(static_cast<double>(a->constant));
+    for (size_t d = 0; d < sizes.size(); ++d)
+      range += std::abs(static_cast<double>(a->coeff[d])) * static_cast<double>(sizes[d]);
+    if (range >= kLimit) return false;
+  }
+  for (const auto& q : op_.quotients)
+    if (static_cast<double>(q.limit) * static_cast<double>(q.divisor) >= kLimit) return false;
+  return static_cast<double>(std::max({f.batch, f.m, f.n, f.k})) + 64 < kLimit;
+}
+
+/// Σ coeff · coordinate of `a` over the coordinate group at `at` (sizes `dims`) whose flat
+/// index is `flat` (a scalar or a vector of the index type).
+llvm::Value* PackEmitter::groupPart(const Affine& a, size_t at, const std::vector<int64_t>& dims, llvm::Value* flat) {
+  llvm::Type* t = flat->getType();
+  if (std::optional<int64_t> s = groupStride(a, at, dims)) return b_.CreateMul(flat, g_.constant(t, *s));
+  llvm::Value* sum = g_.constant(t, 0);
+  for (size_t d = dims.size(); d-- > 0;) {
+    llvm::Value* coord = d == 0 ? flat : b_.CreateURem(flat, g_.constant(t, dims[d]));
+    if (d > 0) flat = b_.CreateUDiv(flat, g_.constant(t, dims[d]));
+    if (a.coeff[at + d] != 0) sum = b_.CreateAdd(sum, b_.CreateMul(coord, g_.constant(t, a.coeff[at + d])));
+  }
+  return sum;
+}
+
+/// The parts of every functional over one coordinate group.
+std::vector<llvm::Value*> PackEmitter::groupParts(size_t at, const std::vector<int64_t>& dims, llvm::Value* flat) {
+  std::vector<llvm::Value*> parts;
+  for (const Affine* a : functionals(op_)) parts.push_back(groupPart(*a, at, dims, flat));
+  return parts;
+}
+
+/// The constant vector first, first + 1, … of `count` lanes of the index type.
+llvm::Value* PackEmitter::lanes(int first, int count) {
+  std::vector<llvm::Constant*> v;
+  for (int i : iota(first, count)) v.push_back(g_.constant(ix_, i));
+  return llvm::ConstantVector::get(v);
+}
+
+/// Whether a masked vector load of the operand's elements is one instruction.
+bool PackEmitter::maskedLoads() {
+  return g_.isa.avx512 || (g_.isa.f32Lanes >= 8 && g_.storageType()->getPrimitiveSizeInBits() >= 32);
+}
+
+llvm::Function* PackEmitter::emit() {
+  llvm::Type* i64t = b_.getInt64Ty();
+  llvm::Type* ptr = b_.getPtrTy();
+  llvm::Function* f = g_.newFunction("pack_" + label_, llvm::FunctionType::get(
+                                                           b_.getVoidTy(), {ptr, i64t, i64t, i64t, i64t, i64t, i64t, ptr}, false));
+  b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
+  llvm::Value *bufs = f->getArg(0), *batch = f->getArg(1), *kc = f->getArg(5), *kcPad = f->getArg(6), *dst = f->getArg(7);
+  ix_ = fitsInt32() ? b_.getInt32Ty() : i64t;
+  base_ = b_.CreateAlignedLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, static_cast<uint64_t>(op_.buffer)),
+                               llvm::Align(8), "base");
+  r0_ = toIx(f->getArg(2)), rows_ = toIx(f->getArg(3)), k0_ = toIx(f->getArg(4)), kc_ = toIx(kc);
+  batchParts_ = groupParts(0, g_.form.batchDims, toIx(batch));
+  const int w = width_;
+  llvm::Value* rows = f->getArg(3);
+  llvm::Value* panels = b_.CreateUDiv(b_.CreateAdd(rows, g_.i64(w - 1)), g_.i64(w));
+  llvm::Value* fullPanels = b_.CreateUDiv(rows, g_.i64(w));
+  llvm::Value* panelElements = b_.CreateMul(kcPad, g_.i64(w));
+  auto dstRow = [&](llvm::Value* panel, llvm::Value* kk) {
+    return b_.CreateInBoundsGEP(g_.elt, dst, b_.CreateAdd(b_.CreateMul(panel, panelElements), b_.CreateMul(kk, g_.i64(w))));
+  };
+  auto packGeneral = [&](const PanelRows& pr, llvm::Value* p, llvm::Value* from) {
+    g_.loop(from, kcPad, 1, "kk", [&](llvm::Value* kk) { packRowGeneral(pr, toIx(kk), dstRow(p, kk)); });
+  };
+  // Full panels of maps without bounds take a fast path when their rows or k are contiguous;
+  // the rest is general.
+  const bool plain = op_.map.bounds.empty() && op_.quotients.empty();
+  llvm::Value* firstGeneral = g_.i64(0);
+  if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
+    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) { packContiguousRows(p, kcPad, dstRow); });
+    firstGeneral = fullPanels;
+  } else if (plain && groupStride(op_.map.index, kAt_, g_.form.kDims) == 1) {
+    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
+      PanelRows pr = panelRows(toIx(p));
+      llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{g_.plan.lanes - 1}));
+      g_.loop(g_.i64(0), kcMain, g_.plan.lanes, "kk", [&](llvm::Value* kk) {
+        packTransposed(pr, b_.CreateAdd(k0_, toIx(kk)), dstRow(p, kk));
+      });
+      packGeneral(pr, p, kcMain);
+    });
+    firstGeneral = fullPanels;
+  }
+  g_.loop(firstGeneral, panels, 1, "panel.general", [&](llvm::Value* p) { packGeneral(panelRows(toIx(p)), p, g_.i64(0)); });
+  b_.CreateRetVoid();
+  return f;
+}
+
+PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p) {
+  PanelRows pr;
+  llvm::Value* panelFirst = b_.CreateMul(p, g_.constant(ix_, width_));
+  llvm::Value* firstIndex = nullptr;
+  pr.contiguous = b_.getTrue();
+  for (int first = 0; first < width_; first += g_.plan.lanes) {
+    const int count = std::min(g_.plan.lanes, width_ - first);
+    llvm::Value* local = b_.CreateAdd(g_.splat(count, panelFirst), lanes(first, count));
+    PanelRows::Chunk c{first, count, groupParts(rowAt_, rowDims_, b_.CreateAdd(g_.splat(count, r0_), local)),
+                       b_.CreateICmpSLT(local, g_.splat(count, rows_))};
+    if (!firstIndex) firstIndex = b_.CreateExtractElement(c.parts[0], uint64_t{0});
+    llvm::Value* expected = b_.CreateAdd(g_.splat(count, firstIndex), lanes(first, count));
+    pr.contiguous = b_.CreateAnd(pr.contiguous, b_.CreateAndReduce(b_.CreateICmpEQ(c.parts[0], expected)));
+    pr.chunks.push_back(std::move(c));
+  }
+  return pr;
+}
+
+/// Panel row kk: every element whose row, k, bounds and quotients are valid, 0 elsewhere. A row
+/// that is contiguous in memory is loaded with (masked) vector loads; otherwise lane by lane.
+void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow) {
+  const std::vector<const Affine*> fs = functionals(op_);
+  const std::vector<llvm::Value*> kParts = groupParts(kAt_, g_.form.kDims, b_.CreateAdd(k0_, kk));
+  std::vector<llvm::Value*> offsets;  // per functional: its batch, k and constant parts
+  for (size_t i = 0; i < fs.size(); ++i)
+    offsets.push_back(b_.CreateAdd(b_.CreateAdd(batchParts_[i], kParts[i]), g_.constant(ix_, fs[i]->constant)));
+  llvm::Value* kValid = b_.CreateICmpSLT(kk, kc_);
+  struct Row {
+    llvm::Value *index, *valid;
+  };
+  std::vector<Row> rows;
+  for (const PanelRows::Chunk& c : pr.chunks) {
+    auto value = [&](size_t i) { return b_.CreateAdd(c.parts[i], g_.splat(c.count, offsets[i])); };
+    auto all = [&](int64_t v) { return g_.splat(c.count, g_.constant(ix_, v)); };
+    Row r{value(0), b_.CreateAnd(c.valid, g_.splat(c.count, kValid))};
+    size_t i = 1;
+    for (const auto& bound : op_.map.bounds) r.valid = b_.CreateAnd(r.valid, b_.CreateICmpULT(value(i++), all(bound.limit)));
+    for (const auto& q : op_.quotients) {
+      llvm::Value* v = value(i++);
+      r.valid = b_.CreateAnd(r.valid, b_.CreateICmpEQ(b_.CreateSRem(v, all(q.divisor)), all(0)));
+      r.valid = b_.CreateAnd(r.valid, b_.CreateICmpULT(v, all(q.limit * q.divisor)));
+      r.index = b_.CreateAdd(r.index, b_.CreateMul(b_.CreateUDiv(v, all(q.divisor)), all(q.coeff)));
+    }
+    rows.push_back(r);
+  }
+  llvm::Type* store = g_.storageType();
+  auto put = [&](const PanelRows::Chunk& c, llvm::Value* v) {
+    b_.CreateAlignedStore(g_.toAcc(v, c.count), b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(c.first)),
+                          g_.eltAlign());
+  };
+  // Lane by lane: each valid lane's element; element 0, then zeroed, for the others.
+  auto byLanes = [&] {
+    for (size_t q = 0; q < rows.size(); ++q) {
+      const PanelRows::Chunk& c = pr.chunks[q];
+      llvm::Value* safe = b_.CreateSelect(rows[q].valid, rows[q].index, llvm::Constant::getNullValue(rows[q].index->getType()));
+      llvm::Value* v = llvm::PoisonValue::get(g_.withLanes(store, c.count));
+      for (int r = 0; r < c.count; ++r) {
+        llvm::Value* at = toI64(b_.CreateExtractElement(safe, static_cast<uint64_t>(r)));
+        v = b_.CreateInsertElement(v, b_.CreateAlignedLoad(store, b_.CreateInBoundsGEP(store, base_, at), storeAlign()),
+                                   static_cast<uint64_t>(r));
+      }
+      put(c, b_.CreateSelect(rows[q].valid, v, llvm::Constant::getNullValue(v->getType())));
+    }
+  };
+  if (!op_.quotients.empty()) {
+    byLanes();
+    return;
+  }
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  auto* vectors = llvm::BasicBlock::Create(g_.ctx, "row.vector", f);
+  auto* lanesBlock = llvm::BasicBlock::Create(g_.ctx, "row.lanes", f);
+  auto* done = llvm::BasicBlock::Create(g_.ctx, "row.done", f);
+  const bool masked = maskedLoads();
+  llvm::Value* useVectors = pr.contiguous;
+  if (!masked)
+    for (const Row& r : rows) useVectors = b_.CreateAnd(useVectors, b_.CreateAndReduce(r.valid));
+  b_.CreateCondBr(useVectors, vectors, lanesBlock);
+  b_.SetInsertPoint(vectors);
+  // Lane 0 may lie in the padding, so the address is formed without `inbounds`.
+  llvm::Value* first = toI64(b_.CreateExtractElement(rows[0].index, uint64_t{0}));
+  for (size_t q = 0; q < rows.size(); ++q) {
+    const PanelRows::Chunk& c = pr.chunks[q];
+    llvm::Type* type = g_.withLanes(store, c.count);
+    llvm::Value* at = b_.CreateGEP(store, base_, b_.CreateAdd(first, g_.i64(c.first)));
+    put(c, masked ? static_cast<llvm::Value*>(
+                        b_.CreateMaskedLoad(type, at, storeAlign(), rows[q].valid, llvm::Constant::getNullValue(type)))
+                  : b_.CreateAlignedLoad(type, at, storeAlign()));
+  }
+  b_.CreateBr(done);
+  b_.SetInsertPoint(lanesBlock);
+  byLanes();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+/// A full panel whose rows are contiguous: one vector load of `width` elements per k.
+void PackEmitter::packContiguousRows(llvm::Value* p, llvm::Value* kcPad,
+                                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow) {
+  llvm::Type* store = g_.storageType();
+  llvm::Value* first = b_.CreateAdd(batchParts_[0], b_.CreateAdd(r0_, b_.CreateMul(toIx(p), g_.constant(ix_, width_))));
+  first = b_.CreateAdd(first, g_.constant(ix_, op_.map.index.constant));
+  llvm::Value* kc = toI64(kc_);
+  g_.loop(g_.i64(0), kc, 1, "kk", [&](llvm::Value* kk) {
+    llvm::Value* at = b_.CreateAdd(first, groupPart(op_.map.index, kAt_, g_.form.kDims, b_.CreateAdd(k0_, toIx(kk))));
+    llvm::Value* v = b_.CreateAlignedLoad(g_.withLanes(store, width_), b_.CreateInBoundsGEP(store, base_, toI64(at)), storeAlign());
+    b_.CreateAlignedStore(g_.toAcc(v, width_), dstRow(p, kk), g_.eltAlign());
+  });
+  g_.loop(kc, kcPad, 1, "kk.pad", [&](llvm::Value* kk) {
+    b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, width_)), dstRow(p, kk), g_.eltAlign());
+  });
+}
+
+/// `lanes` k steps, from k on, of a full panel whose k is contiguous: one vector load per row,
+/// transposed `lanes` rows at a time into `lanes` panel rows.
+void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Value* dstRow) {
+  const int l = g_.plan.lanes;
+  llvm::Type* store = g_.storageType();
+  llvm::Value* at = b_.CreateAdd(b_.CreateAdd(batchParts_[0], k), g_.constant(ix_, op_.map.index.constant));
+  std::vector<std::vector<llvm::Value*>> blocks;  // per block of l rows: its l transposed rows
+  for (const PanelRows::Chunk& c : pr.chunks) {
+    std::vector<llvm::Value*> rows;
+    for (int r = 0; r < l; ++r) {
+      if (r >= c.count) {
+        rows.push_back(llvm::PoisonValue::get(g_.vec));
+        continue;
+      }
+      llvm::Value* row = b_.CreateAdd(at, b_.CreateExtractElement(c.parts[0], static_cast<uint64_t>(r)));
+      llvm::Value* v = b_.CreateAlignedLoad(g_.withLanes(store, l), b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
+      rows.push_back(g_.toAcc(v, l));
+    }
+    blocks.push_back(transpose(std::move(rows)));
+  }
+  for (int kk = 0; kk < l; ++kk) {
+    llvm::Value* row = blocks[0][static_cast<size_t>(kk)];
+    for (size_t q = 1; q < blocks.size(); ++q) row = concat(row, blocks[q][static_cast<size_t>(kk)]);
+    row = b_.CreateShuffleVector(row, iota(0, width_));  // without the lanes of missing rows
+    b_.CreateAlignedStore(row, b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(kk * width_)),
+                          g_.eltAlign());
+  }
+}
+
+/// The transpose of a square matrix held as `rows` vectors of as many lanes: for h = l/2 … 1,
+/// rows i and i + h exchange the elements whose row and column differ in bit h (Eklundh's
+/// algorithm), one two-input shuffle per row and step.
+std::vector<llvm::Value*> PackEmitter::transpose(std::vector<llvm::Value*> rows) {
+  const int l = static_cast<int>(rows.size());
+  for (int h = l / 2; h >= 1; h /= 2) {
+    std::vector<int> low, high;
+    for (int j = 0; j < l; ++j) {
+      low.push_back(j & h ? l + j - h : j);
+      high.push_back(j & h ? l + j : j + h);
+    }
+    for (int i = 0; i < l; ++i) {
+      if (i & h) continue;
+      llvm::Value *x = rows[static_cast<size_t>(i)], *y = rows[static_cast<size_t>(i + h)];
+      rows[static_cast<size_t>(i)] = b_.CreateShuffleVector(x, y, low);
+      rows[static_cast<size_t>(i + h)] = b_.CreateShuffleVector(x, y, high);
+    }
+  }
+  return rows;
+}
+
+/// The lanes of x followed by those of y (y no longer than x).
+llvm::Value* PackEmitter::concat(llvm::Value* x, llvm::Value* y) {
+  const int nx = static_cast<int>(llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements());
+  const int ny = static_cast<int>(llvm::cast<llvm::FixedVectorType>(y->getType())->getNumElements());
+  if (nx != ny) {  // widen y with poison lanes first
+    std::vector<int> widen = iota(0, nx);
+    for (int& i : widen) i = i < ny ? i : -1;
+    y = b_.CreateShuffleVector(y, widen);
+  }
+  return b_.CreateShuffleVector(x, y, iota(0, nx + ny));
+}
+
+}  // namespace
+
+llvm::Function* emitPackFunction(GemmBuilder& g, bool a) { return PackEmitter(g, a).emit(); }
+
+}  // namespace kiln::cpu::gemm

@@ -1,0 +1,36 @@
+#include "codegen/cpu/KernelAbi.h"
+
+#include "codegen/cpu/Jit.h"
+
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Module.h>
+
+namespace kiln::cpu {
+
+VectorIsa isaOf(const Jit& jit) {
+  VectorIsa isa;
+  isa.avx512 = jit.hasFeature("avx512f");
+  isa.f32Lanes = isa.avx512 ? 16 : jit.hasFeature("avx2") ? 8 : 4;
+  isa.fma = jit.hasFeature("fma");
+  isa.f16c = jit.hasFeature("f16c");
+  isa.avx512bf16 = jit.hasFeature("avx512bf16");
+  isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16");
+  return isa;
+}
+
+llvm::FunctionType* kernelFunctionType(llvm::LLVMContext& ctx) {
+  auto* ptr = llvm::PointerType::getUnqual(ctx);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr}, false);
+}
+
+llvm::Function* declareParallelFor(llvm::Module& m) {
+  llvm::LLVMContext& ctx = m.getContext();
+  auto* ptr = llvm::PointerType::getUnqual(ctx);
+  auto* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, i64, ptr, ptr}, false);
+  auto* f = llvm::cast<llvm::Function>(m.getOrInsertFunction("kiln_parallel_for", type).getCallee());
+  f->setDoesNotThrow();
+  return f;
+}
+
+}  // namespace kiln::cpu

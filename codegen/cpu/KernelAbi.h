@@ -1,0 +1,51 @@
+// The calling convention of generated CPU kernels, shared by the renderer (Render.cpp), the GEMM
+// emitter (Gemm.cpp), the op-kernel emitter (RenderOps.cpp) and the program runtime.
+//
+// Every kernel of a program is one LLVM function
+//
+//     void NAME(void** bufs, void* pool)
+//
+// where bufs[i] is the base address of kernels::Kernel::buffers[i] (row-major, the buffer's dtype;
+// bool is one byte 0/1, f16/bf16 are their 16-bit patterns), followed by the kernel's scratch
+// areas (scratchBytes below), and `pool` is the kiln::rt::ThreadPool* handed to kiln_parallel_for
+// (null: the global pool). A kernel splits its own work across the pool; it never throws.
+#pragma once
+
+#include <cstdint>
+
+namespace llvm {
+class Function;
+class FunctionType;
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace kiln::kernels {
+struct Kernel;
+}
+
+namespace kiln::cpu {
+
+class Jit;
+
+/// What the generated code may use: the widest float vectors and the instruction-set features
+/// that change kernel shapes. Derived from the Jit's target (so `JitOptions::cpu` is honoured).
+struct VectorIsa {
+  int f32Lanes = 4;  // 16 with AVX-512, 8 with AVX2, 4 otherwise
+  bool fma = false;
+  bool f16c = false;        // vcvtph2ps: f16 → f32 in one instruction (else integer operations)
+  bool avx512 = false;      // avx512f (+bw, vl, dq assumed together on every CPU that has them)
+  bool avx512bf16 = false;  // vdpbf16ps
+  bool amx = false;         // amx-tile + amx-bf16
+};
+
+VectorIsa isaOf(const Jit& jit);
+
+/// `void (void**, void*)`, the type of every kernel function.
+llvm::FunctionType* kernelFunctionType(llvm::LLVMContext& ctx);
+
+/// The declaration of the runtime's `kiln_parallel_for(void* pool, i64 begin, i64 end, i64 grain,
+/// void (*fn)(void* ctx, i64 b, i64 e), void* ctx)` in `m` (runtime/ThreadPool.h).
+llvm::Function* declareParallelFor(llvm::Module& m);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,766 @@
+#include "codegen/cpu/Render.h"
+
+#include "codegen/cpu/Elements.h"
+#include "codegen/cpu/Gemm.h"
+#include "codegen/cpu/PhiloxIR.h"
+#include "codegen/cpu/RenderOps.h"
+#include "codegen/cpu/VecMath.h"
+#include "kernels/Kernel.h"
+#include "support/Error.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+namespace kiln::cpu {
+namespace {
+
+using kernels::Affine;
+using kernels::Expr;
+using kernels::Kernel;
+using kernels::LoopNest;
+using ir::OpKind;
+
+// ---------------------------------------------------------------------------------------------
+// Domain simplification: drop dimensions of size 1 and merge neighbours that every affine map
+// walks contiguously (coeff[d] == coeff[d+1] * size[d+1]), so an elementwise kernel over
+// contiguous tensors becomes one long lane dimension. `group[d]` fences merges (a contraction
+// epilogue keeps its batch, M and N dimensions apart).
+
+template <typename F>
+void forEachAffine(LoopNest& n, F&& f) {
+  for (kernels::Load& l : n.loads) {
+    f(l.map.index);
+    for (auto& b : l.map.bounds) f(b.value);
+  }
+  for (Expr& e : n.exprs)
+    if (e.kind == Expr::Kind::Coord || e.kind == Expr::Kind::Random) f(e.index);
+  for (kernels::Store& s : n.stores) f(s.map.index);
+}
+
+void eraseDim(LoopNest& n, std::vector<int>& group, size_t d) {
+  n.domain.erase(n.domain.begin() + static_cast<ptrdiff_t>(d));
+  n.reduced.erase(n.reduced.begin() + static_cast<ptrdiff_t>(d));
+  group.erase(group.begin() + static_cast<ptrdiff_t>(d));
+  forEachAffine(n, [&](Affine& a) { a.coeff.erase(a.coeff.begin() + static_cast<ptrdiff_t>(d)); });
+}
+
+LoopNest simplify(const LoopNest& in, std::vector<int>& group) {
+  LoopNest n = in;
+  for (size_t d = n.domain.size(); d-- > 0;)
+    if (n.domain[d] == 1) eraseDim(n, group, d);
+  for (size_t d = n.domain.size(); d-- > 1;) {
+    size_t e = d - 1;  // merge e into d
+    if (n.reduced[e] != n.reduced[d] || group[e] != group[d]) continue;
+    bool contiguous = true;
+    forEachAffine(n, [&](Affine& a) { contiguous = contiguous && a.coeff[e] == a.coeff[d] * n.domain[d]; });
+    if (!contiguous) continue;
+    n.domain[d] *= n.domain[e];
+    eraseDim(n, group, e);
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The accumulator dtype of a contraction tile (Gemm.h AccType) as a kiln dtype.
+DType accDType(AccType t) {
+  switch (t) {
+    case AccType::F32: return DType::f32;
+    case AccType::F64: return DType::f64;
+    case AccType::I64: return DType::i64;
+  }
+  return DType::f32;
+}
+
+/// Points of work below which a nest runs on the calling thread: waking the pool costs about a
+/// microsecond, a few thousand vectorized expression evaluations.
+constexpr int64_t kParallelWork = 1 << 16;
+
+class KernelRenderer {
+ public:
+  KernelRenderer(llvm::Module& m, const Kernel& k, const VectorIsa& isa)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), isa_(isa), lanes_(isa.f32Lanes) {}
+
+  llvm::Function* render() {
+    if (k_.op) return renderOpKernel(m_, k_, isa_);
+    if (k_.hasContraction) return renderContraction();
+    llvm::Function* fn = newFunction(k_.name, kernelFunctionType(ctx_));
+    llvm::Value* bufs = fn->getArg(0);
+    llvm::Value* pool = fn->getArg(1);
+    std::vector<std::pair<llvm::Function*, std::array<int64_t, 2>>> chunks;
+    for (size_t i = 0; i < k_.nests.size(); ++i) chunks.push_back(renderNest(k_.nests[i], i));
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    for (auto& [chunk, sizes] : chunks) {
+      auto [items, grain] = sizes;
+      if (items < 2 * grain) {
+        b_.CreateCall(chunk, {bufs, i64(0), i64(items)});
+      } else {
+        b_.CreateCall(declareParallelFor(m_), {pool, i64(0), i64(items), i64(grain), chunk, bufs});
+      }
+    }
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+ private:
+  // ---- small IR helpers --------------------------------------------------------------------
+
+  llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+
+  llvm::Function* newFunction(const std::string& name, llvm::FunctionType* type,
+                              llvm::GlobalValue::LinkageTypes linkage = llvm::GlobalValue::ExternalLinkage) {
+    KILN_CHECK(!m_.getFunction(name), "kernel '{}': the module already defines '{}'", k_.name, name);
+    llvm::Function* fn = llvm::Function::Create(type, linkage, name, m_);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    return fn;
+  }
+
+  llvm::AllocaInst* entryAlloca(llvm::Type* t) {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    return eb.CreateAlloca(t);
+  }
+
+  /// for (iv = lo; iv + step <= hi; iv += step) body(iv); returns the first iv that failed.
+  llvm::Value* loop(llvm::Value* lo, llvm::Value* hi, int64_t step, const std::function<void(llvm::Value*)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    llvm::BasicBlock* bodyBlock = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2);
+    iv->addIncoming(lo, pre);
+    llvm::Value* cond = step == 1 ? b_.CreateICmpSLT(iv, hi) : b_.CreateICmpSLE(b_.CreateAdd(iv, i64(step)), hi);
+    b_.CreateCondBr(cond, bodyBlock, exit);
+    b_.SetInsertPoint(bodyBlock);
+    body(iv);
+    llvm::Value* next = b_.CreateAdd(iv, i64(step));
+    iv->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header)->setMetadata(llvm::LLVMContext::MD_loop, loopMetadata());
+    b_.SetInsertPoint(exit);
+    return iv;
+  }
+
+  /// Our loops are vectorized already and their trip counts are often constants: LLVM must
+  /// neither vectorize nor unroll them (unrolling a 1000-point loop makes compiles take seconds).
+  llvm::MDNode* loopMetadata() {
+    llvm::Metadata* unroll = llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"));
+    llvm::Metadata* vectorize = llvm::MDNode::get(
+        ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b_.getFalse())});
+    llvm::TempMDTuple self = llvm::MDTuple::getTemporary(ctx_, {});
+    llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, {self.get(), unroll, vectorize});
+    md->replaceOperandWith(0, md);
+    return md;
+  }
+
+  /// Lane loop over [lo, hi): whole vectors first, then one point at a time.
+  /// `span` is the most points [lo, hi) can hold and `whole` whether hi - lo is always a multiple
+  /// of the lane count, so loops that never run are not emitted.
+  void laneLoop(llvm::Value* lo, llvm::Value* hi, int64_t span, bool whole,
+                const std::function<void(llvm::Value*, int)>& body) {
+    llvm::Value* rest = lo;
+    if (lanes_ > 1 && span >= lanes_) rest = loop(lo, hi, lanes_, [&](llvm::Value* iv) { body(iv, lanes_); });
+    if (!whole || lanes_ == 1) loop(rest, hi, 1, [&](llvm::Value* iv) { body(iv, 1); });
+  }
+
+  /// Nested loops over the dimensions `dims` of the current nest, setting coords[d].
+  void loopDims(const std::vector<size_t>& dims, size_t i, std::vector<llvm::Value*>& coords,
+                const std::function<void()>& body) {
+    if (i == dims.size()) return body();
+    loop(i64(0), i64(nest_->domain[dims[i]]), 1, [&](llvm::Value* iv) {
+      coords[dims[i]] = iv;
+      loopDims(dims, i + 1, coords, body);
+    });
+  }
+
+  llvm::Value* bufferBase(int32_t buffer) {
+    llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), bufs_, static_cast<uint64_t>(buffer));
+    return b_.CreateLoad(b_.getPtrTy(), slot, fmt::format("{}.base", k_.buffers[buffer].name));
+  }
+
+  // ---- points ------------------------------------------------------------------------------
+
+  /// Where expressions are being evaluated: one coordinate per domain dimension (the lane
+  /// dimension's is the first lane), the lane count, and memoized values.
+  struct Point {
+    std::vector<llvm::Value*> coords;
+    int lanes = 1;
+    std::vector<llvm::Value*> memo;
+    std::vector<llvm::Value*>* reduced = nullptr;
+    llvm::Value* acc = nullptr;  // contraction epilogues: the product at this point (lanes wide)
+  };
+
+  Point point(std::vector<llvm::Value*> coords, int lanes) {
+    Point p;
+    p.coords = std::move(coords);
+    p.lanes = lanes;
+    p.memo.assign(nest_->exprs.size(), nullptr);
+    return p;
+  }
+
+  /// An affine function at p: the scalar value at the first lane and the per-lane step.
+  std::pair<llvm::Value*, int64_t> affine(const Affine& a, const Point& p) {
+    llvm::Value* v = i64(a.constant);
+    for (size_t d = 0; d < a.coeff.size(); ++d)
+      if (a.coeff[d] != 0) v = b_.CreateAdd(v, b_.CreateMul(p.coords[d], i64(a.coeff[d])));
+    return {v, p.lanes > 1 ? a.coeff[lane_] : 0};
+  }
+
+  /// base + step * <0, 1, …, lanes-1>.
+  llvm::Value* laneVector(llvm::Value* base, int64_t step, int lanes) {
+    std::vector<llvm::Constant*> steps;
+    for (int l = 0; l < lanes; ++l) steps.push_back(b_.getInt64(static_cast<uint64_t>(step * l)));
+    return b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(lanes), base), llvm::ConstantVector::get(steps));
+  }
+
+  llvm::Value* load(const kernels::Load& l, Point& p) {
+    const kernels::Buffer& buf = k_.buffers[l.buffer];
+    DType t = buf.type.dtype;
+    llvm::Type* st = storageType(b_, t);
+    llvm::Align align(static_cast<uint64_t>(dtypeSize(t)));
+    llvm::Value* base = bases_.at(l.buffer);
+    auto [index, step] = affine(l.map.index, p);
+    llvm::Value* inside = nullptr;  // scalar condition
+    llvm::Value* mask = nullptr;    // per-lane condition
+    for (const auto& bound : l.map.bounds) {
+      auto [v, s] = affine(bound.value, p);
+      if (s == 0) {
+        llvm::Value* c = b_.CreateICmpULT(v, i64(bound.limit));
+        inside = inside ? b_.CreateAnd(inside, c) : c;
+      } else {
+        llvm::Value* c = b_.CreateICmpULT(laneVector(v, s, p.lanes), llvm::ConstantInt::get(withLanes(b_.getInt64Ty(), p.lanes), static_cast<uint64_t>(bound.limit)));
+        mask = mask ? b_.CreateAnd(mask, c) : c;
+      }
+    }
+    llvm::Value* pad = constant(b_, t, l.map.padValue, 1);
+    if (p.lanes == 1 || (step == 0 && !mask)) {  // one element, splat later if needed
+      llvm::Value* at = inside ? b_.CreateSelect(inside, index, i64(0)) : index;
+      llvm::Value* v = fromStorage(b_, t, b_.CreateAlignedLoad(st, b_.CreateInBoundsGEP(st, base, at), align));
+      return inside ? b_.CreateSelect(inside, v, pad) : v;
+    }
+    if (inside) {
+      llvm::Value* all = b_.CreateVectorSplat(static_cast<unsigned>(p.lanes), inside);
+      mask = mask ? b_.CreateAnd(mask, all) : all;
+    }
+    llvm::Type* vt = withLanes(st, p.lanes);
+    llvm::Value* v;
+    if (step == 1 && !mask) {
+      v = b_.CreateAlignedLoad(vt, b_.CreateInBoundsGEP(st, base, index), align);
+    } else {
+      // Masked-off lanes may point anywhere: they are never dereferenced.
+      llvm::Value* ptrs = b_.CreateGEP(st, base, laneVector(index, step, p.lanes));
+      if (!mask) mask = llvm::ConstantInt::getTrue(withLanes(b_.getInt1Ty(), p.lanes));
+      v = b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt));
+    }
+    v = fromStorage(b_, t, v);
+    return mask ? b_.CreateSelect(mask, v, splat(b_, pad, p.lanes)) : v;
+  }
+
+  void store(const kernels::Store& s, Point& p) {
+    const kernels::Buffer& buf = k_.buffers[s.buffer];
+    DType t = buf.type.dtype;
+    llvm::Type* st = storageType(b_, t);
+    llvm::Align align(static_cast<uint64_t>(dtypeSize(t)));
+    llvm::Value* v = toStorage(b_, t, splat(b_, eval(s.expr, p), p.lanes));
+    auto [index, step] = affine(s.map.index, p);
+    llvm::Value* base = bases_.at(s.buffer);
+    if (p.lanes == 1) {
+      b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(st, base, index), align);
+    } else if (step == 1) {
+      b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(st, base, index), align);
+    } else {
+      for (int l = 0; l < p.lanes; ++l)
+        b_.CreateAlignedStore(b_.CreateExtractElement(v, static_cast<uint64_t>(l)),
+                              b_.CreateInBoundsGEP(st, base, b_.CreateAdd(index, i64(step * l))), align);
+    }
+  }
+
+  // ---- expressions -------------------------------------------------------------------------
+
+  llvm::Value* eval(int32_t i, Point& p) {
+    if (p.memo[i]) return p.memo[i];
+    const Expr& e = nest_->exprs[i];
+    llvm::Value* v = nullptr;
+    switch (e.kind) {
+      case Expr::Kind::Load: v = load(nest_->loads[e.load], p); break;
+      case Expr::Kind::Constant: v = constant(b_, e.dtype, e.value, 1); break;
+      case Expr::Kind::Coord: {
+        auto [index, step] = affine(e.index, p);
+        llvm::Value* x = step != 0 ? laneVector(index, step, p.lanes) : index;
+        x = b_.CreateSRem(b_.CreateSDiv(x, splat(b_, i64(e.divisor), lanesOf(x))), splat(b_, i64(e.modulus), lanesOf(x)));
+        v = convert(b_, DType::i64, e.dtype, x);
+        break;
+      }
+      case Expr::Kind::Random: {
+        auto [index, step] = affine(e.index, p);
+        llvm::Value* x = step != 0 ? laneVector(index, step, p.lanes) : index;
+        v = random(e, x);
+        break;
+      }
+      case Expr::Kind::Reduced: v = (*p.reduced)[e.reduction]; break;
+      case Expr::Kind::Acc:
+        KILN_ASSERT(p.acc, "kernel '{}': Acc outside a contraction epilogue", k_.name);
+        v = p.acc;
+        break;
+      case Expr::Kind::Op: {
+        std::vector<llvm::Value*> args;
+        int lanes = 1;
+        for (int32_t a : e.args) {
+          args.push_back(eval(a, p));
+          lanes = std::max(lanes, lanesOf(args.back()));
+        }
+        for (llvm::Value*& a : args) a = splat(b_, a, lanes);
+        v = op(e, args);
+        break;
+      }
+    }
+    p.memo[i] = v;
+    return v;
+  }
+
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) { return b_.CreateIntrinsic(id, {x->getType()}, {x}); }
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
+    return b_.CreateIntrinsic(id, {x->getType()}, {x, y});
+  }
+
+  /// f64 functions without an LLVM intrinsic: the libm function, lane by lane.
+  llvm::Value* libm(const char* name, llvm::Value* x) {
+    llvm::FunctionCallee f = m_.getOrInsertFunction(name, b_.getDoubleTy(), b_.getDoubleTy());
+    if (!x->getType()->isVectorTy()) return b_.CreateCall(f, {x});
+    llvm::Value* r = llvm::PoisonValue::get(x->getType());
+    for (int l = 0; l < lanesOf(x); ++l)
+      r = b_.CreateInsertElement(r, b_.CreateCall(f, {b_.CreateExtractElement(x, static_cast<uint64_t>(l))}),
+                                 static_cast<uint64_t>(l));
+    return r;
+  }
+
+  llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+
+  llvm::Value* transcendental(MathFn fn, llvm::Value* x) {
+    if (x->getType()->getScalarType()->isFloatTy()) return emitMath(b_, fn, x);
+    switch (fn) {  // f64: libm through intrinsics where LLVM has them
+      case MathFn::Exp: return intrinsic(llvm::Intrinsic::exp, x);
+      case MathFn::Log: return intrinsic(llvm::Intrinsic::log, x);
+      case MathFn::Tanh: return libm("tanh", x);
+      case MathFn::Erf: return libm("erf", x);
+      case MathFn::Sigmoid: {  // as ir/ScalarOps.cpp: only ever exponentiate -|x|
+        llvm::Value* e = intrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(intrinsic(llvm::Intrinsic::fabs, x)));
+        llvm::Value* one = fconst(x, 1.0);
+        llvm::Value* denom = b_.CreateFAdd(one, e);
+        return b_.CreateSelect(b_.CreateFCmpOGE(x, fconst(x, 0.0)), b_.CreateFDiv(one, denom), b_.CreateFDiv(e, denom));
+      }
+    }
+    return nullptr;
+  }
+
+  llvm::Value* op(const Expr& e, const std::vector<llvm::Value*>& a) {
+    DType argType = e.args.empty() ? e.dtype : nest_->exprs[e.args[0]].dtype;
+    bool fl = isFloat(argType);
+    llvm::Value* r = nullptr;
+    switch (e.op) {
+      case OpKind::Neg: r = fl ? b_.CreateFNeg(a[0]) : b_.CreateNeg(a[0]); break;
+      case OpKind::Abs: r = fl ? intrinsic(llvm::Intrinsic::fabs, a[0]) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a[0], b_.getFalse()); break;
+      case OpKind::Exp: r = transcendental(MathFn::Exp, a[0]); break;
+      case OpKind::Log: r = transcendental(MathFn::Log, a[0]); break;
+      case OpKind::Tanh: r = transcendental(MathFn::Tanh, a[0]); break;
+      case OpKind::Sigmoid: r = transcendental(MathFn::Sigmoid, a[0]); break;
+      case OpKind::Erf: r = transcendental(MathFn::Erf, a[0]); break;
+      case OpKind::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, a[0]); break;
+      case OpKind::Rsqrt: r = b_.CreateFDiv(fconst(a[0], 1.0), intrinsic(llvm::Intrinsic::sqrt, a[0])); break;
+      case OpKind::Reciprocal: r = b_.CreateFDiv(fconst(a[0], 1.0), a[0]); break;
+      case OpKind::Sin: r = intrinsic(llvm::Intrinsic::sin, a[0]); break;
+      case OpKind::Cos: r = intrinsic(llvm::Intrinsic::cos, a[0]); break;
+      case OpKind::Floor: r = intrinsic(llvm::Intrinsic::floor, a[0]); break;
+      case OpKind::Relu:
+        // x > 0 or NaN keeps x; -0.0 becomes +0.0.
+        r = fl ? b_.CreateSelect(b_.CreateFCmpUGT(a[0], fconst(a[0], 0.0)), a[0], fconst(a[0], 0.0))
+               : intrinsic(llvm::Intrinsic::smax, a[0], llvm::Constant::getNullValue(a[0]->getType()));
+        break;
+      case OpKind::Not: r = b_.CreateNot(a[0]); break;
+      case OpKind::Cast: return convert(b_, argType, e.dtype, a[0]);
+      case OpKind::Add: r = fl ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]); break;
+      case OpKind::Sub: r = fl ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]); break;
+      case OpKind::Mul: r = fl ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]); break;
+      case OpKind::Div:
+        if (fl) {
+          r = b_.CreateFDiv(a[0], a[1]);
+        } else {  // x / 0 = 0; x / -1 wraps; the divisor fed to sdiv is never 0 or -1
+          llvm::Type* t = a[1]->getType();
+          llvm::Value* zero = b_.CreateICmpEQ(a[1], llvm::ConstantInt::get(t, 0));
+          llvm::Value* minusOne = b_.CreateICmpEQ(a[1], llvm::ConstantInt::getSigned(t, -1));
+          llvm::Value* safe = b_.CreateSelect(b_.CreateOr(zero, minusOne), llvm::ConstantInt::get(t, 1), a[1]);
+          r = b_.CreateSelect(zero, llvm::ConstantInt::get(t, 0),
+                              b_.CreateSelect(minusOne, b_.CreateNeg(a[0]), b_.CreateSDiv(a[0], safe)));
+        }
+        break;
+      case OpKind::Pow: r = intrinsic(llvm::Intrinsic::pow, a[0], a[1]); break;
+      case OpKind::Max:
+      case OpKind::Min: {
+        bool max = e.op == OpKind::Max;
+        if (!fl) {
+          r = intrinsic(max ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a[0], a[1]);
+          break;
+        }
+        llvm::Value* pick = max ? b_.CreateFCmpOGT(a[0], a[1]) : b_.CreateFCmpOLT(a[0], a[1]);
+        r = b_.CreateSelect(pick, a[0], a[1]);
+        r = b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(a[0], std::numeric_limits<double>::quiet_NaN()), r);
+        break;
+      }
+      case OpKind::And: r = b_.CreateAnd(a[0], a[1]); break;
+      case OpKind::Or: r = b_.CreateOr(a[0], a[1]); break;
+      case OpKind::Eq: r = fl ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]); break;
+      case OpKind::Ne: r = fl ? b_.CreateFCmpUNE(a[0], a[1]) : b_.CreateICmpNE(a[0], a[1]); break;
+      case OpKind::Lt:
+        r = fl ? b_.CreateFCmpOLT(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpULT(a[0], a[1]) : b_.CreateICmpSLT(a[0], a[1]);
+        break;
+      case OpKind::Le:
+        r = fl ? b_.CreateFCmpOLE(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpULE(a[0], a[1]) : b_.CreateICmpSLE(a[0], a[1]);
+        break;
+      case OpKind::Gt:
+        r = fl ? b_.CreateFCmpOGT(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
+        break;
+      case OpKind::Ge:
+        r = fl ? b_.CreateFCmpOGE(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
+        break;
+      case OpKind::Select: r = b_.CreateSelect(a[0], a[1], a[2]); break;
+      default:
+        KILN_THROW("kernel '{}': the CPU backend cannot compute '{}' in a loop nest", k_.name, ir::opName(e.op));
+    }
+    return roundTo(b_, e.dtype, r);
+  }
+
+  /// The `random` op's draw for counter offset + x (x: i64 scalar or vector), at step 0.
+  llvm::Value* random(const Expr& e, llvm::Value* x) {
+    llvm::Value* counter = b_.CreateAdd(x, splat(b_, i64(static_cast<int64_t>(e.offset)), lanesOf(x)));
+    return convert(b_, DType::f32, e.dtype, emitPhiloxDraw(b_, e.seed, counter, i64(0), e.normal));
+  }
+
+  // ---- reductions --------------------------------------------------------------------------
+
+  /// The accumulator of reduction r: its identity (lanes wide) and combine.
+  DType accumulatorType(const kernels::Reduction& r) const {
+    DType body = nest_->exprs[r.body].dtype;
+    KILN_CHECK(body != DType::boolean, "kernel '{}': the CPU backend cannot reduce bool values", k_.name);
+    return body;
+  }
+
+  llvm::Value* identity(const kernels::Reduction& r, int lanes) {
+    DType t = accumulatorType(r);
+    double inf = std::numeric_limits<double>::infinity();
+    if (r.op == OpKind::ReduceSum) return constant(b_, t, 0, lanes);
+    if (isFloat(t)) return constant(b_, t, r.op == OpKind::ReduceMax ? -inf : inf, lanes);
+    llvm::Type* it = withLanes(b_.getInt64Ty(), lanes);
+    return r.op == OpKind::ReduceMax ? llvm::ConstantInt::get(it, static_cast<uint64_t>(std::numeric_limits<int64_t>::min()))
+                                     : llvm::ConstantInt::get(it, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+  }
+
+  llvm::Value* combine(const kernels::Reduction& r, llvm::Value* acc, llvm::Value* x) {
+    bool fl = isFloat(accumulatorType(r));
+    switch (r.op) {
+      case OpKind::ReduceSum: return fl ? b_.CreateFAdd(acc, x) : b_.CreateAdd(acc, x);
+      case OpKind::ReduceMax:
+      case OpKind::ReduceMin: {
+        bool max = r.op == OpKind::ReduceMax;
+        if (!fl) return intrinsic(max ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, acc, x);
+        // NaN is sticky: the accumulator keeps the first NaN it meets.
+        llvm::Value* pick = max ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
+        llvm::Value* r2 = b_.CreateSelect(pick, x, acc);
+        return b_.CreateSelect(b_.CreateFCmpUNO(x, acc), fconst(acc, std::numeric_limits<double>::quiet_NaN()), r2);
+      }
+      default: KILN_THROW("kernel '{}': unknown reduction '{}'", k_.name, ir::opName(r.op));
+    }
+  }
+
+  /// The lanes of a vector accumulator combined into one value.
+  llvm::Value* horizontal(const kernels::Reduction& r, llvm::Value* acc) {
+    if (!acc->getType()->isVectorTy()) return acc;
+    bool fl = isFloat(accumulatorType(r));
+    if (r.op == OpKind::ReduceSum) {
+      if (!fl) return b_.CreateAddReduce(acc);
+      llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      b_.setFastMathFlags(fmf);
+      return b_.CreateFAddReduce(llvm::ConstantFP::get(acc->getType()->getScalarType(), -0.0), acc);
+    }
+    bool max = r.op == OpKind::ReduceMax;
+    if (!fl) return max ? b_.CreateIntMaxReduce(acc, true) : b_.CreateIntMinReduce(acc, true);
+    return max ? b_.CreateFPMaximumReduce(acc) : b_.CreateFPMinimumReduce(acc);
+  }
+
+  /// The finished reduction as the reduction's dtype.
+  llvm::Value* finish(const kernels::Reduction& r, llvm::Value* acc) {
+    return convert(b_, accumulatorType(r), r.dtype, acc);
+  }
+
+  // ---- nests -------------------------------------------------------------------------------
+
+  /// Loads buffer bases at the top of the current function (the first argument is bufs).
+  void loadBases() {
+    bases_.clear();
+    for (size_t i = 0; i < k_.buffers.size(); ++i) bases_.push_back(bufferBase(static_cast<int32_t>(i)));
+  }
+
+  /// Runs the reductions for the current outer point (coords hold it; reduced dims are looped
+  /// over `reducedDims`, the lane dimension innermost when it is reduced), filling `reduced`.
+  void reduce(std::vector<llvm::Value*>& coords, int lanes, const std::vector<size_t>& reducedDims,
+              bool laneReduced, std::vector<llvm::Value*>& reduced) {
+    for (const kernels::Reduction& r : nest_->reductions) {
+      llvm::Value* init = identity(r, laneReduced ? lanes_ : lanes);
+      llvm::AllocaInst* acc = entryAlloca(init->getType());
+      b_.CreateStore(init, acc);
+      llvm::AllocaInst* tail = nullptr;
+      if (laneReduced) {
+        llvm::Value* one = identity(r, 1);
+        tail = entryAlloca(one->getType());
+        b_.CreateStore(one, tail);
+      }
+      loopDims(reducedDims, 0, coords, [&] {
+        auto body = [&](llvm::Value* laneCoord, int n) {
+          std::vector<llvm::Value*> c = coords;
+          if (laneCoord) c[lane_] = laneCoord;
+          Point p = point(c, n);
+          p.reduced = &reduced;
+          llvm::Value* x = splat(b_, eval(r.body, p), n);
+          llvm::AllocaInst* into = n == 1 && laneReduced ? tail : acc;
+          llvm::Value* cur = b_.CreateLoad(into->getAllocatedType(), into);
+          b_.CreateStore(combine(r, cur, x), into);
+        };
+        if (laneReduced)
+          laneLoop(i64(0), i64(nest_->domain[lane_]), nest_->domain[lane_], nest_->domain[lane_] % lanes_ == 0, body);
+        else
+          body(nullptr, lanes);
+      });
+      llvm::Value* v = b_.CreateLoad(acc->getAllocatedType(), acc);
+      if (laneReduced) v = combine(r, horizontal(r, v), b_.CreateLoad(tail->getAllocatedType(), tail));
+      reduced.push_back(finish(r, v));
+    }
+  }
+
+  void stores(Point& p, bool outer) {
+    for (const kernels::Store& s : nest_->stores)
+      if (s.outer == outer) store(s, p);
+  }
+
+  /// Emits the chunk function of nest `index`: `void(void* bufs, i64 begin, i64 end)` over the
+  /// nest's work items. Returns it with the item count and the grain for the thread pool.
+  std::pair<llvm::Function*, std::array<int64_t, 2>> renderNest(const LoopNest& source, size_t index) {
+    std::vector<int> group(source.domain.size(), 0);
+    LoopNest nest = simplify(source, group);
+    if (nest.domain.empty()) {  // a single point
+      nest.domain = {1};
+      nest.reduced = {false};
+      forEachAffine(nest, [](Affine& a) { a.coeff = {0}; });
+    }
+    nest_ = &nest;
+    lane_ = nest.domain.size() - 1;
+    const bool laneReduced = nest.reduced[lane_];
+    const int64_t laneSize = nest.domain[lane_];
+    std::vector<size_t> itemDims, reducedDims;
+    for (size_t d = 0; d < nest.domain.size(); ++d) {
+      if (nest.reduced[d]) {
+        if (d != lane_) reducedDims.push_back(d);
+      } else if (d != lane_) {
+        itemDims.push_back(d);
+      }
+    }
+    int64_t outerItems = 1;
+    for (size_t d : itemDims) outerItems *= nest.domain[d];
+    // Without a reduced lane dimension the lane dimension is cut into blocks that are items too,
+    // so a one-dimensional loop still splits across threads.
+    int64_t laneBlock = laneSize, blocks = 1;
+    if (!laneReduced && outerItems < 8 && laneSize > 4 * lanes_) {
+      laneBlock = (laneSize / 8 + lanes_ - 1) / lanes_ * lanes_;
+      blocks = (laneSize + laneBlock - 1) / laneBlock;
+    }
+    const int64_t items = laneReduced ? outerItems : outerItems * blocks;
+    int64_t work = ir::numElements(nest.domain) * static_cast<int64_t>(std::max<size_t>(nest.exprs.size(), 1));
+    int64_t perItem = std::max<int64_t>(work / std::max<int64_t>(items, 1), 1);
+    int64_t grain = std::max<int64_t>(1, kParallelWork / perItem);
+
+    llvm::FunctionType* chunkType =
+        llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), b_.getInt64Ty(), b_.getInt64Ty()}, false);
+    fn_ = newFunction(fmt::format("{}.nest{}", k_.name, index), chunkType, llvm::GlobalValue::InternalLinkage);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    bufs_ = fn_->getArg(0);
+    loadBases();
+    loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* item) {
+      std::vector<llvm::Value*> coords(nest.domain.size(), i64(0));
+      llvm::Value* rest = item;
+      llvm::Value* block = nullptr;
+      if (!laneReduced) {
+        block = b_.CreateURem(rest, i64(blocks));
+        rest = b_.CreateUDiv(rest, i64(blocks));
+      }
+      for (size_t i = itemDims.size(); i-- > 0;) {
+        size_t d = itemDims[i];
+        coords[d] = b_.CreateURem(rest, i64(nest.domain[d]));
+        rest = b_.CreateUDiv(rest, i64(nest.domain[d]));
+      }
+      if (laneReduced) {
+        std::vector<llvm::Value*> reduced;
+        reduce(coords, 1, reducedDims, true, reduced);
+        Point outer = point(coords, 1);
+        outer.reduced = &reduced;
+        stores(outer, true);
+        std::vector<size_t> full = reducedDims;
+        loopDims(full, 0, coords, [&] {
+          laneLoop(i64(0), i64(laneSize), laneSize, laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
+            std::vector<llvm::Value*> c = coords;
+            c[lane_] = x;
+            Point p = point(c, n);
+            p.reduced = &reduced;
+            stores(p, false);
+          });
+        });
+        return;
+      }
+      llvm::Value* lo = b_.CreateMul(block, i64(laneBlock));
+      llvm::Value* hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, i64(laneBlock)), i64(laneSize));
+      laneLoop(lo, hi, laneBlock, laneBlock % lanes_ == 0 && laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
+        std::vector<llvm::Value*> c = coords;
+        c[lane_] = x;
+        std::vector<llvm::Value*> reduced;
+        if (!nest.reductions.empty()) {
+          reduce(c, n, reducedDims, false, reduced);
+          Point outer = point(c, n);
+          outer.reduced = &reduced;
+          stores(outer, true);
+        }
+        if (reducedDims.empty()) {
+          Point p = point(c, n);
+          p.reduced = &reduced;
+          stores(p, false);
+          return;
+        }
+        loopDims(reducedDims, 0, c, [&] {
+          Point p = point(c, n);
+          p.reduced = &reduced;
+          stores(p, false);
+        });
+      });
+    });
+    b_.CreateRetVoid();
+    nest_ = nullptr;
+    return {fn_, {items, grain}};
+  }
+
+  // ---- contractions ------------------------------------------------------------------------
+
+  /// How many leading dimensions of the contraction's result form its batch and M parts
+  /// (kernels/Gemm.h: the result is row-major [batch, M, N]).
+  std::array<int, 3> resultSplit() const {
+    int rank = static_cast<int>(k_.contraction.result.shape.size());
+    switch (k_.contraction.op) {
+      case OpKind::MatMul: return {rank - 2, 1, 1};
+      case OpKind::Conv2d:
+      case OpKind::Conv2dGradInput: return {1, 1, 2};
+      case OpKind::Conv2dGradWeight: return {0, 1, 3};
+      default: KILN_THROW("kernel '{}': '{}' is not a contraction", k_.name, ir::opName(k_.contraction.op));
+    }
+  }
+
+  /// The epilogue `void(void** bufs, const ACC* tile, i64 ldt, i64 b, i64 m0, i64 m1, i64 n0,
+  /// i64 n1)` (Gemm.h): the kernel's nest over one finished block of the product.
+  llvm::Function* renderEpilogue() {
+    KILN_CHECK(k_.nests.size() == 1 && k_.nests[0].reductions.empty(),
+               "kernel '{}': a contraction epilogue is one nest without reductions", k_.name);
+    const LoopNest& source = k_.nests[0];
+    std::array<int, 3> split = resultSplit();
+    std::vector<int> group;
+    for (int g = 0; g < 3; ++g) group.insert(group.end(), static_cast<size_t>(split[g]), g);
+    KILN_CHECK(group.size() == source.domain.size(), "kernel '{}': epilogue domain rank {} != result rank {}",
+               k_.name, source.domain.size(), group.size());
+    LoopNest nest = simplify(source, group);
+    nest_ = &nest;
+    lane_ = nest.domain.empty() ? 0 : nest.domain.size() - 1;
+    std::array<std::vector<size_t>, 3> dims;
+    for (size_t d = 0; d < nest.domain.size(); ++d) dims[static_cast<size_t>(group[d])].push_back(d);
+    const DType acc = accDType(accTypeOf(k_));
+    llvm::Type* accType = computeType(b_, acc);
+
+    llvm::Type* i64t = b_.getInt64Ty();
+    llvm::FunctionType* type = llvm::FunctionType::get(
+        b_.getVoidTy(), {b_.getPtrTy(), b_.getPtrTy(), i64t, i64t, i64t, i64t, i64t, i64t}, false);
+    fn_ = newFunction(k_.name + ".epilogue", type, llvm::GlobalValue::InternalLinkage);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    bufs_ = fn_->getArg(0);
+    llvm::Value* tile = fn_->getArg(1);
+    llvm::Value* ldt = fn_->getArg(2);
+    llvm::Value* batch = fn_->getArg(3);
+    llvm::Value *m0 = fn_->getArg(4), *m1 = fn_->getArg(5), *n0 = fn_->getArg(6), *n1 = fn_->getArg(7);
+    loadBases();
+    // Coordinates of a group's flat index (row-major over its dimensions).
+    auto unravel = [&](size_t g, llvm::Value* flat, std::vector<llvm::Value*>& coords) {
+      for (size_t i = dims[g].size(); i-- > 0;) {
+        size_t d = dims[g][i];
+        coords[d] = i == 0 ? flat : b_.CreateURem(flat, i64(nest.domain[d]));
+        flat = b_.CreateUDiv(flat, i64(nest.domain[d]));
+      }
+    };
+    // The lane dimension is N's only dimension when N merged into one; otherwise one point at a time.
+    const bool vectorN = dims[2].size() == 1;
+    loop(m0, m1, 1, [&](llvm::Value* m) {
+      std::vector<llvm::Value*> coords(nest.domain.size(), i64(0));
+      unravel(0, batch, coords);
+      unravel(1, m, coords);
+      llvm::Value* row = b_.CreateMul(b_.CreateSub(m, m0), ldt);
+      auto body = [&](llvm::Value* n, int lanes) {
+        std::vector<llvm::Value*> c = coords;
+        unravel(2, n, c);
+        Point p = point(c, lanes);
+        llvm::Value* at = b_.CreateInBoundsGEP(accType, tile, b_.CreateAdd(row, b_.CreateSub(n, n0)));
+        p.acc = b_.CreateAlignedLoad(withLanes(accType, lanes), at, llvm::Align(static_cast<uint64_t>(dtypeSize(acc))));
+        for (const Expr& e : nest.exprs)
+          if (e.kind == Expr::Kind::Acc) {
+            p.acc = convert(b_, acc, e.dtype, p.acc);
+            break;
+          }
+        stores(p, false);
+      };
+      if (vectorN) {
+        laneLoop(n0, n1, std::numeric_limits<int64_t>::max(), false, body);
+      } else {
+        loop(n0, n1, 1, [&](llvm::Value* n) { body(n, 1); });
+      }
+    });
+    b_.CreateRetVoid();
+    nest_ = nullptr;
+    return fn_;
+  }
+
+  llvm::Function* renderContraction() {
+    llvm::Function* epilogue = renderEpilogue();
+    return emitContraction(m_, k_.name, k_, epilogue, isa_);
+  }
+
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const Kernel& k_;
+  const VectorIsa& isa_;
+  const int lanes_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value* bufs_ = nullptr;
+  std::vector<llvm::Value*> bases_;
+  const LoopNest* nest_ = nullptr;
+  size_t lane_ = 0;
+};
+
+}  // namespace
+
+llvm::Function* renderKernel(llvm::Module& m, const kernels::Kernel& k, const VectorIsa& isa) {
+  return KernelRenderer(m, k, isa).render();
+}
+
+int64_t kernelScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, int threads) {
+  if (k.op) return opKernelScratchBytes(k);
+  return k.hasContraction ? contractionScratchBytes(k, isa, threads) : 0;
+}
+
+}  // namespace kiln::cpu

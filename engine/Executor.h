@@ -1,0 +1,59 @@
+// An executor runs one graph — an inference graph or a whole training step — on a target and owns
+// its parameters (and optimizer state) between runs:
+//
+//   cpu     the LLVM CPU backend (the default): the default pass pipeline, then one JIT-compiled
+//           program of vectorized, multi-threaded kernels (codegen/cpu/Program.h)
+//   interp  the reference interpreter: slow and obvious, the oracle
+//
+//   auto step = kiln::engine::Executor::create(model.trainStep);      // --target cpu
+//   for (…) {
+//     TensorMap out = step->run({{"x", x}, {"labels", y}, {"lr", lr}});   // parameters update
+//   }
+//   auto infer = kiln::engine::Executor::create(model.inferenceForBatch(n));
+//   infer->setParams(step->params());   // the names the inference graph shares with the step
+#pragma once
+
+#include "interp/Interpreter.h"
+#include "ir/Graph.h"
+#include "passes/Pass.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kiln::engine {
+
+enum class Target { Cpu, Interp };
+
+/// "cpu" or "interp"; kiln::Error listing the targets for anything else.
+Target parseTarget(std::string_view name);
+const char* targetName(Target t);
+
+struct ExecutorOptions {
+  Target target = Target::Cpu;
+  /// When set, the compilation is dumped there (pass by pass, kernels, and for cpu each kernel's
+  /// LLVM IR and assembly; see docs/CLI.md "Dumps").
+  std::string dumpDir;
+};
+
+class Executor {
+ public:
+  /// Compiles `graph` for the target (the executor keeps its own copy). Parameters start from
+  /// their initializers. Throws kiln::Error when the graph cannot be compiled.
+  static std::unique_ptr<Executor> create(const ir::Graph& graph, const ExecutorOptions& options = {});
+  virtual ~Executor() = default;
+
+  /// Runs the graph once: every graph input by name, exact dtype and shape (extra entries are
+  /// ignored). Returns the outputs by name; parameters the graph updates take their new values.
+  virtual interp::TensorMap run(const interp::TensorMap& inputs) = 0;
+  /// Replaces the parameters named in `params` that this graph has (others are ignored; a
+  /// parameter of another dtype or shape is a kiln::Error).
+  virtual void setParams(const interp::TensorMap& params) = 0;
+  /// The current parameters by name.
+  virtual interp::TensorMap params() const = 0;
+  virtual Target target() const = 0;
+  /// Milliseconds spent compiling (pipeline and code generation; 0 for the interpreter).
+  virtual double compileMs() const = 0;
+};
+
+}  // namespace kiln::engine

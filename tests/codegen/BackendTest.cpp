@@ -1,0 +1,303 @@
+// The LLVM CPU backend against the reference interpreter: every elementwise primitive and
+// reduction on awkward shapes and all dtypes, fused patterns, random graphs, and every zoo
+// model's inference graph and training steps, on pools of 1 and 2 threads.
+//
+// The backend computes f32 in f32 (the interpreter in f64), sums in another order and uses
+// VecMath's approximations, so values agree within tolerances scaled to each dtype; integer,
+// bool and movement results agree exactly.
+#include "RandomGraphs.h"
+
+#include "codegen/cpu/Program.h"
+#include "frontend/Zoo.h"
+#include "interp/Interpreter.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "passes/Decompose.h"
+#include "passes/Pipeline.h"
+#include "passes/TrainingStep.h"
+#include "runtime/ThreadPool.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace kiln;
+
+namespace {
+
+/// Relative tolerance of a value of `t` computed in another order / precision.
+double tolerance(DType t) {
+  switch (t) {
+    case DType::f16: return 4e-3;
+    case DType::bf16: return 2e-2;
+    case DType::f32: return 2e-5;
+    case DType::f64: return 1e-12;
+    default: return 0;
+  }
+}
+
+/// Checks `got` against `want` elementwise: equal NaN-ness and infinities, |a - b| within the
+/// dtype's tolerance relative to max(|a|, the tensor's scale * scaleFactor, floor).
+void expectClose(const rt::HostTensor& want, const rt::HostTensor& got, const std::string& what, double scaleFactor = 1e-2,
+                 double floor = 0) {
+  ASSERT_EQ(want.dtype(), got.dtype()) << what;
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  double scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (std::isfinite(want.at(i))) scale = std::max(scale, std::abs(want.at(i)));
+  double tol = tolerance(want.dtype());
+  int reported = 0;
+  for (int64_t i = 0; i < want.numel() && reported < 5; ++i) {
+    double a = want.at(i), b = got.at(i);
+    bool ok;
+    if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
+    else if (std::isinf(a) || std::isinf(b)) ok = a == b;
+    else ok = std::abs(a - b) <= tol * std::max({std::abs(a), scale * scaleFactor, floor}) + (tol == 0 ? 0 : 1e-30);
+    if (!ok) {
+      ADD_FAILURE() << what << "[" << i << "] of " << want.typeStr() << ": want " << a << ", got " << b;
+      ++reported;
+    }
+  }
+}
+
+void expectClose(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what,
+                 double scaleFactor = 1e-2, double floor = 0) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (const auto& [name, t] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": missing " << name;
+    expectClose(t, it->second, what + " " + name, scaleFactor, floor);
+  }
+}
+
+rt::ThreadPool& pool(int threads) {
+  static rt::ThreadPool one(1), two(2);
+  return threads == 1 ? one : two;
+}
+
+/// Compiles `g` with the default pipeline and runs it on the backend with `threads`.
+std::unique_ptr<cpu::Program> compileFor(const ir::Graph& g, int threads) {
+  ir::Graph compiled = g.clone();
+  passes::compileGraph(compiled);
+  cpu::ProgramOptions o;
+  o.pool = &pool(threads);
+  return cpu::Program::compile(compiled, o);
+}
+
+/// Inputs for a graph: random, with labels and token ids valid class indices and lr = 0.01.
+interp::TensorMap modelInputs(const ir::Graph& g) {
+  interp::TensorMap in = kiln::testing::randomInputs(g, 7);
+  if (auto it = in.find("lr"); it != in.end()) it->second.set(0, 0.01);
+  return in;
+}
+
+/// The .kir text of a shorthand "graph @g(%x: T, …) {\n  nodes…\n  return %a, …\n}": the inputs
+/// become `input` lines and the returned values outputs of the same name.
+std::string expand(const std::string& shorthand) {
+  size_t open = shorthand.find('('), close = shorthand.find(')');
+  std::string text = shorthand.substr(0, open) + " {\n";
+  std::string params = shorthand.substr(open + 1, close - open - 1);
+  for (size_t at = 0; at < params.size();) {
+    size_t end = params.find(", ", at);
+    if (end == std::string::npos) end = params.size();
+    std::string p = params.substr(at, end - at);
+    size_t colon = p.find(':');
+    text += "  input " + p.substr(0, colon) + " :" + p.substr(colon + 1) + "\n";
+    at = end + 2;
+  }
+  std::string body = shorthand.substr(shorthand.find('\n', close) + 1);
+  size_t ret = body.find("  return ");
+  text += body.substr(0, ret);
+  std::string outs = body.substr(ret + 9, body.find('\n', ret) - ret - 9);
+  for (size_t at = 0; at < outs.size();) {
+    size_t end = outs.find(", ", at);
+    if (end == std::string::npos) end = outs.size();
+    std::string v = outs.substr(at, end - at);
+    text += "  output " + v + " = " + v + "\n";
+    at = end + 2;
+  }
+  return text + "}\n";
+}
+
+/// A one-op (or few-op) graph in shorthand .kir text run on the backend and the interpreter.
+void checkText(const std::string& shorthand, const std::string& what, int threads) {
+  ir::Graph g = ir::parseGraph(expand(shorthand), what + ".kir");
+  interp::TensorMap in = kiln::testing::randomInputs(g, 11);
+  interp::TensorMap want = interp::run(g, in);
+  std::unique_ptr<cpu::Program> p = compileFor(g, threads);
+  if (getenv("KILN_TEST_TIMES")) fmt::print("{}: lower {:.1f} render {:.1f} compile {:.1f} ms\n", what, p->stats().lowerMs, p->stats().renderMs, p->stats().compileMs);
+  expectClose(want, p->run(in), fmt::format("{} ({} threads)", what, threads));
+}
+
+std::string shapeText(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
+
+}  // namespace
+
+TEST(CpuBackend, ElementwiseOpsOnAwkwardShapes) {
+  const char* unaryFloat[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
+                              "sigmoid", "sin", "cos", "erf", "relu", "floor"};
+  const char* binaryFloat[] = {"add", "sub", "mul", "div", "pow", "max", "min"};
+  const char* compare[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  // One graph per shape and dtype with every op as an output (fused into one kernel).
+  for (int threads : {1, 2})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1}, {7}, {33}, {257}, {1000}, {3, 1000}, {33, 7, 5}})
+      for (const char* dt : {"f32", "f16", "bf16", "f64"}) {
+        std::string t = fmt::format("{}{}", dt, shapeText(shape));
+        std::string body, outputs;
+        auto add = [&](const std::string& name, const std::string& node) {
+          body += fmt::format("  %{} = {}\n", name, node);
+          outputs += (outputs.empty() ? "%" : ", %") + name;
+        };
+        for (const char* op : unaryFloat) add(op, fmt::format("{}(%x) : {}", op, t));
+        for (const char* op : binaryFloat) add(op, fmt::format("{}(%x, %z) : {}", op, t));
+        for (const char* op : compare) add(op, fmt::format("{}(%x, %z) : bool{}", op, shapeText(shape)));
+        checkText(fmt::format("graph @g(%x: {0}, %z: {0}) {{\n{1}  return {2}\n}}\n", t, body, outputs),
+                  "elementwise " + t, threads);
+      }
+}
+
+TEST(CpuBackend, IntegerBoolAndCastOps) {
+  for (int threads : {1, 2})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1}, {7}, {257}, {5, 33}}) {
+      std::string s = shapeText(shape);
+      for (const char* it : {"i32", "i64"}) {
+        for (const char* op : {"add", "sub", "mul", "div", "max", "min"})
+          checkText(fmt::format("graph @g(%x: {0}{1}, %z: {0}{1}) {{\n  %y = {2}(%x, %z) : {0}{1}\n  return %y\n}}\n",
+                                it, s, op),
+                    fmt::format("{} {}{}", op, it, s), threads);
+        for (const char* op : {"neg", "abs", "relu"})
+          checkText(fmt::format("graph @g(%x: {0}{1}) {{\n  %y = {2}(%x) : {0}{1}\n  return %y\n}}\n", it, s, op),
+                    fmt::format("{} {}{}", op, it, s), threads);
+      }
+      for (const char* from : {"f32", "f16", "bf16", "f64", "i32", "i64", "bool"})
+        for (const char* to : {"f32", "f16", "bf16", "f64", "i32", "i64", "bool"})
+          checkText(fmt::format("graph @g(%x: {0}{2}) {{\n  %y = cast(%x) {{dtype={1}}} : {1}{2}\n  return %y\n}}\n",
+                                from, to, s),
+                    fmt::format("cast {}→{} {}", from, to, s), threads);
+      checkText(fmt::format("graph @g(%x: f32{0}, %z: f32{0}) {{\n  %a = lt(%x, %z) : bool{0}\n  %b = gt(%x, %z) : bool{0}\n"
+                            "  %c = or(%a, %b) : bool{0}\n  %d = not(%c) : bool{0}\n  %e = and(%a, %d) : bool{0}\n"
+                            "  %y = select(%c, %x, %z) : f32{0}\n  return %d, %e, %y\n}}\n",
+                            s),
+                "bool ops " + s, threads);
+    }
+}
+
+TEST(CpuBackend, ReductionsOverEveryAxis) {
+  for (int threads : {1, 2})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1000}, {7, 33}, {257, 3}, {5, 7, 9}, {2, 1000}})
+      for (const char* op : {"reduce_sum", "reduce_max", "reduce_min"})
+        for (const char* dt : {"f32", "f16", "f64", "i64"})
+          for (size_t axis = 0; axis <= shape.size(); ++axis) {
+            // axis == rank: all axes
+            std::vector<int64_t> axes, out;
+            for (size_t d = 0; d < shape.size(); ++d) {
+              if (axis == shape.size() || d == axis) axes.push_back(static_cast<int64_t>(d));
+              else out.push_back(shape[d]);
+            }
+            checkText(fmt::format("graph @g(%x: {0}{1}) {{\n  %y = {2}(%x) {{axes={3}}} : {0}{4}\n  return %y\n}}\n", dt,
+                                  shapeText(shape), op, shapeText(axes), shapeText(out)),
+                      fmt::format("{} {}{} axes {}", op, dt, shapeText(shape), shapeText(axes)), threads);
+          }
+}
+
+TEST(CpuBackend, FusedPatterns) {
+  for (int threads : {1, 2}) {
+    // softmax and log_softmax rows (reductions feeding reductions, outer and full stores)
+    for (const char* op : {"softmax", "log_softmax"})
+      for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 33}, {257, 10}, {3, 1000}})
+        checkText(fmt::format("graph @g(%x: f32{0}) {{\n  %y = {1}(%x) {{axis=-1}} : f32{0}\n  return %y\n}}\n",
+                              shapeText(shape), op),
+                  fmt::format("{} {}", op, shapeText(shape)), threads);
+    // layer norm with affine parameters; softmax over a leading axis
+    checkText("graph @g(%x: f32[33,257], %w: f32[257], %b: f32[257]) {\n"
+              "  %y = layer_norm(%x, %w, %b) {normalized_ndim=1} : f32[33,257]\n  return %y\n}\n",
+              "layer_norm", threads);
+    checkText("graph @g(%x: f32[33,7]) {\n  %y = softmax(%x) {axis=0} : f32[33,7]\n  return %y\n}\n",
+              "softmax axis 0", threads);
+    // broadcasts, permutes, slices, pads feeding elementwise ops
+    checkText("graph @g(%x: f32[7,33], %b: f32[33]) {\n"
+              "  %t = permute(%x) {perm=[1,0]} : f32[33,7]\n"
+              "  %s = slice(%t) {starts=[1,0], ends=[33,7], steps=[2,1]} : f32[16,7]\n"
+              "  %p = pad(%s) {low=[1,2], high=[0,1], value=0.5} : f32[17,10]\n"
+              "  %e = exp(%p) : f32[17,10]\n"
+              "  %y = add(%e, %p) : f32[17,10]\n  return %y\n}\n",
+              "views", threads);
+    checkText("graph @g(%x: f32[33,257], %b: f32[257]) {\n"
+              "  %y = add(%x, %b) : f32[33,257]\n  %r = relu(%y) : f32[33,257]\n"
+              "  %s = reduce_sum(%r) {axes=[0]} : f32[257]\n  return %r, %s\n}\n",
+              "bias relu column sum", threads);
+    checkText("graph @g(%x: f32[5,6,7,9]) {\n  %y = reduce_sum(%x) {axes=[0,2,3]} : f32[6]\n"
+              "  %m = reduce_max(%x) {axes=[1,3], keepdim=true} : f32[5,1,7,1]\n  return %y, %m\n}\n",
+              "conv-like reductions", threads);
+    checkText("graph @g(%x: f32[1000]) {\n  %i = iota() {shape=[1000], axis=0, dtype=f32} : f32[1000]\n"
+              "  %r = random() {shape=[1000], dtype=f32, dist=\"uniform\", seed=5, offset=3} : f32[1000]\n"
+              "  %n = random() {shape=[1000], dtype=f32, dist=\"normal\", seed=9, offset=0} : f32[1000]\n"
+              "  %a = add(%x, %i) : f32[1000]\n  %b = mul(%a, %r) : f32[1000]\n  %y = add(%b, %n) : f32[1000]\n"
+              "  return %y\n}\n",
+              "iota and random", threads);
+  }
+}
+
+TEST(CpuBackend, RandomGraphs) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    ir::Graph g = kiln::testing::randomGraph(seed);
+    interp::TensorMap in = kiln::testing::randomInputs(g, seed);
+    interp::TensorMap want = interp::run(g, in);
+    std::unique_ptr<cpu::Program> p = compileFor(g, 1 + static_cast<int>(seed % 2));
+    expectClose(want, p->run(in), fmt::format("random graph {}", seed), 1e-2);
+    if (HasFailure()) {
+      ADD_FAILURE() << ir::printGraph(g);
+      return;
+    }
+  }
+}
+
+TEST(CpuBackend, ZooModelsInference) {
+  for (const std::string& name : zooModelNames())
+    for (int64_t batch : {1, 3}) {
+      ZooOptions o;
+      o.batch = batch;
+      o.withLoss = false;
+      ir::Graph g = buildZooModel(name, o);
+      interp::TensorMap in = modelInputs(g);
+      interp::TensorMap params = interp::initializeParams(g);
+      interp::TensorMap want = interp::run(g, in, params);
+      std::unique_ptr<cpu::Program> p = compileFor(g, 2);
+      expectClose(want, p->run(in), fmt::format("{} inference b{}", name, batch));
+    }
+}
+
+TEST(CpuBackend, ZooTrainingSteps) {
+  for (const std::string& name : zooModelNames())
+    for (const char* optimizer : {"sgd", "adam"}) {
+      ZooOptions o;
+      o.batch = 3;
+      ir::Graph g = buildZooModel(name, o);
+      passes::TrainingStepOptions to;
+      to.optimizer.kind = passes::optimizerKindFromName(optimizer);
+      to.optimizer.momentum = 0.9;
+      // With eps = 1e-8 Adam's first steps are sign(g)·lr wherever |g| is tiny, so f32 rounding
+      // noise in a gradient that is exactly 0 in f64 (a key bias under softmax) flips whole
+      // updates; a larger eps keeps the update a smooth function of the gradient.
+      to.optimizer.eps = 1e-3;
+      passes::buildTrainingStep(g, to);
+      interp::TensorMap in = modelInputs(g);
+      interp::TensorMap params = interp::initializeParams(g);
+      std::unique_ptr<cpu::Program> p = compileFor(g, 2);
+      // Two steps: the second runs on the parameters and optimizer state the first produced.
+      for (int step = 0; step < 2; ++step) {
+        interp::TensorMap updated;
+        interp::TensorMap want = interp::run(g, in, params, &updated);
+        interp::TensorMap got = p->run(in);
+        std::string what = fmt::format("{} {} step {}", name, optimizer, step);
+        // Errors relative to each tensor's largest value, and for the loss at least 1: near its
+        // minimum log-softmax loses f32 digits to cancellation (log(1 + tiny)).
+        expectClose(want, got, what, 1.0, 1.0);
+        interp::TensorMap gotParams = p->params();
+        for (auto& [key, t] : updated) expectClose(t, gotParams.at(key), what + " " + key, 1.0);
+        for (auto& [key, t] : updated) params.insert_or_assign(key, t);
+      }
+    }
+}

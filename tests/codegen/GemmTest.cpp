@@ -1,0 +1,348 @@
+// The generated GEMM of contraction kernels (codegen/cpu/Gemm.h) against the reference
+// interpreter: one-node graphs (matmul with transposes and broadcast batches, conv2d with strides,
+// padding, dilation and groups, both convolution gradients) over awkward sizes, f32, f16, bf16,
+// f64, i32 and i64 operands, on the host's vector ISA and on plain x86-64 (SSE2), with pools of 1
+// and 2 threads. A test epilogue copies every finished tile to an output array and counts how
+// often each element is handed over (exactly once). The AVX-512 code is compiled, not run.
+//
+// Tolerance: floats accumulate in f32 (f64 for f64) in another order than the interpreter's
+// double sums, so |got − want| ≤ (K + 2) · u · Σ|a·b| (u the accumulator's unit roundoff), the
+// classical bound of a K-term dot product; Σ|a·b| is the interpreter's result on |a| and |b|.
+// Operands are rounded to their dtype first and the oracle runs in f64 on the same values, so the
+// bound holds for f16 and bf16 too (their products are exact in f32). Integers are exact
+// (wrapping in both).
+#include "codegen/cpu/Gemm.h"
+#include "codegen/cpu/Jit.h"
+#include "interp/Interpreter.h"
+#include "ir/Parser.h"
+#include "kernels/Gemm.h"
+#include "runtime/ThreadPool.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <random>
+
+namespace kiln::cpu {
+namespace {
+
+using rt::HostTensor;
+
+/// One contraction: operand and result types and the node's attributes, with "{t}" for the dtype.
+struct Case {
+  std::string a, b, op, attrs, result;
+
+  std::string graph(DType t) const {
+    auto typed = [&](const std::string& s) { return fmt::format(fmt::runtime(s), fmt::arg("t", dtypeName(t))); };
+    return fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  %r = {}(%a, %b) {} : {}\n  output %r = %r\n}}\n",
+                       typed(a), typed(b), op, attrs.empty() ? "" : "{" + attrs + "}", typed(result));
+  }
+};
+
+Case matmul(int64_t m, int64_t n, int64_t k, bool ta = false, bool tb = false) {
+  return {ta ? fmt::format("{{t}}[{},{}]", k, m) : fmt::format("{{t}}[{},{}]", m, k),
+          tb ? fmt::format("{{t}}[{},{}]", n, k) : fmt::format("{{t}}[{},{}]", k, n), "matmul",
+          fmt::format("transpose_a={}, transpose_b={}", ta, tb), fmt::format("{{t}}[{},{}]", m, n)};
+}
+
+/// conv2d over x[n,c,h,w] and w[o,c/groups,kh,kw], or one of its gradients.
+struct Conv {
+  int64_t n, c, h, w, o, kh, kw, groups, sh, sw, ph, pw, dh, dw;
+
+  int64_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+  int64_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+  std::string x() const { return fmt::format("{{t}}[{},{},{},{}]", n, c, h, w); }
+  std::string wt() const { return fmt::format("{{t}}[{},{},{},{}]", o, c / groups, kh, kw); }
+  std::string y() const { return fmt::format("{{t}}[{},{},{},{}]", n, o, oh(), ow()); }
+  std::string attrs() const {
+    return fmt::format("stride=[{},{}], padding=[{},{}], dilation=[{},{}], groups={}", sh, sw, ph, pw, dh, dw, groups);
+  }
+  Case forward() const { return {x(), wt(), "conv2d", attrs(), y()}; }
+  Case gradInput() const {
+    return {y(), wt(), "conv2d_grad_input", fmt::format("input_shape=[{},{},{},{}], {}", n, c, h, w, attrs()), x()};
+  }
+  Case gradWeight() const {
+    return {x(), y(), "conv2d_grad_weight",
+            fmt::format("weight_shape=[{},{},{},{}], {}", o, c / groups, kh, kw, attrs()), wt()};
+  }
+};
+
+const Conv kConvs[] = {
+    {2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // 3x3 "same"
+    {2, 4, 11, 9, 6, 3, 2, 2, 2, 1, 1, 2, 1, 2},    // groups, stride, padding, dilation
+    {1, 6, 8, 10, 3, 2, 3, 3, 3, 2, 0, 1, 2, 1},    // three groups, stride 3
+    {3, 5, 6, 6, 7, 1, 1, 1, 2, 2, 0, 0, 1, 1},     // 1x1, stride 2
+    {4, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1}, // large enough to run on two threads
+};
+
+/// The oracle's dtype: f64 for floats (exact on the rounded operands), i64 for integers.
+DType oracleType(DType t) { return isFloat(t) ? DType::f64 : DType::i64; }
+
+HostTensor retyped(const HostTensor& t, DType to) {
+  HostTensor out(to, t.shape());
+  if (isFloat(t.dtype()))
+    for (int64_t i = 0; i < t.numel(); ++i) out.set(i, t.at(i));
+  else
+    for (int64_t i = 0; i < t.numel(); ++i) out.as<int64_t>()[i] = t.dtype() == DType::i32 ? t.as<int32_t>()[i] : t.as<int64_t>()[i];
+  return out;
+}
+
+/// Random operands of `type`: floats in [-1, 1] rounded to the dtype, i32 in [-100, 100], i64
+/// up to ±2^40 (products and sums wrap).
+HostTensor randomOperand(const ir::TensorType& type, std::mt19937_64& rng) {
+  HostTensor t(type.dtype, type.shape);
+  std::uniform_real_distribution<double> real(-1, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (type.dtype) {
+      case DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(rng() % 201) - 100; break;
+      case DType::i64: t.as<int64_t>()[i] = static_cast<int64_t>(rng() % (int64_t{1} << 41)) - (int64_t{1} << 40); break;
+      default: t.set(i, real(rng));
+    }
+  }
+  return t;
+}
+
+/// void epilogue(void** bufs, const ACC* tile, i64 ldt, i64 b, i64 m0, i64 m1, i64 n0, i64 n1):
+/// out[(b·M + m)·N + n] = tile[(m − m0)·ldt + n − n0] and ++count[…], where out and count are
+/// bufs[nbuf + 1] and bufs[nbuf + 2] (after the scratch) and M, N are the result-level sizes.
+llvm::Function* testEpilogue(llvm::Module& m, size_t nbuf, AccType acc, int64_t resultM, int64_t resultN) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* ptr = b.getPtrTy();
+  llvm::Type* elt = acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : i64;
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
+                                   llvm::Function::InternalLinkage, "test_epilogue", m);
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  b.SetInsertPoint(entry);
+  llvm::Value* out = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), nbuf + 1));
+  llvm::Value* count = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), nbuf + 2));
+  llvm::Value *tile = f->getArg(1), *ldt = f->getArg(2), *batch = f->getArg(3);
+  llvm::Value *m0 = f->getArg(4), *m1 = f->getArg(5), *n0 = f->getArg(6), *n1 = f->getArg(7);
+  // for (m = m0; m < m1; ++m) for (n = n0; n < n1; ++n); blocks are never empty.
+  auto* rows = llvm::BasicBlock::Create(ctx, "rows", f);
+  auto* cols = llvm::BasicBlock::Create(ctx, "cols", f);
+  auto* rowEnd = llvm::BasicBlock::Create(ctx, "rows.next", f);
+  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
+  b.CreateBr(rows);
+  b.SetInsertPoint(rows);
+  llvm::PHINode* row = b.CreatePHI(i64, 2);
+  row->addIncoming(m0, entry);
+  b.CreateBr(cols);
+  b.SetInsertPoint(cols);
+  llvm::PHINode* col = b.CreatePHI(i64, 2);
+  col->addIncoming(n0, rows);
+  llvm::Value* from = b.CreateAdd(b.CreateMul(b.CreateSub(row, m0), ldt), b.CreateSub(col, n0));
+  llvm::Value* to = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)), col);
+  b.CreateStore(b.CreateLoad(elt, b.CreateGEP(elt, tile, from)), b.CreateGEP(elt, out, to));
+  llvm::Value* counter = b.CreateGEP(b.getInt32Ty(), count, to);
+  b.CreateStore(b.CreateAdd(b.CreateLoad(b.getInt32Ty(), counter), b.getInt32(1)), counter);
+  llvm::Value* nextCol = b.CreateAdd(col, b.getInt64(1));
+  col->addIncoming(nextCol, cols);
+  b.CreateCondBr(b.CreateICmpSLT(nextCol, n1), cols, rowEnd);
+  b.SetInsertPoint(rowEnd);
+  llvm::Value* nextRow = b.CreateAdd(row, b.getInt64(1));
+  row->addIncoming(nextRow, rowEnd);
+  b.CreateCondBr(b.CreateICmpSLT(nextRow, m1), rows, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  return f;
+}
+
+/// A Jit for LLVM CPU `cpu` (empty: the host) that can call the thread pool.
+std::unique_ptr<Jit> makeJit(const std::string& cpu) {
+  JitOptions options;
+  options.cpu = cpu;
+  auto jit = std::make_unique<Jit>(options);
+  jit->defineSymbol("kiln_parallel_for", reinterpret_cast<const void*>(&kiln_parallel_for));
+  return jit;
+}
+
+Jit& hostJit() {
+  static std::unique_ptr<Jit> jit = makeJit("");
+  return *jit;
+}
+
+Jit& sse2Jit() {
+  static std::unique_ptr<Jit> jit = makeJit("x86-64");
+  return *jit;
+}
+
+/// The kernel of `c` in dtype `t`, lowered, emitted for `isa` with the test epilogue and compiled
+/// by `jit`.
+struct Compiled {
+  ir::Graph graph;
+  kernels::Kernel kernel;
+  kernels::GemmForm form;
+  std::shared_ptr<const CompiledModule> module;
+};
+
+Compiled compile(Jit& jit, const Case& c, DType t, const VectorIsa& isa) {
+  Compiled out{ir::parseGraph(c.graph(t), "gemm_test.kir"), {}, {}, nullptr};
+  std::vector<kernels::Kernel> ks = kernels::lowerGraph(out.graph);
+  KILN_ASSERT(ks.size() == 1 && ks[0].hasContraction, "one contraction kernel expected");
+  out.kernel = std::move(ks[0]);
+  out.form = kernels::gemmForm(out.kernel);
+  auto m = std::make_unique<llvm::Module>("gemm_test", jit.context());
+  llvm::Function* epilogue = testEpilogue(*m, out.kernel.buffers.size(), accTypeOf(out.kernel),
+                                          out.form.groups * out.form.m, out.form.n);
+  emitContraction(*m, "gemm", out.kernel, epilogue, isa);
+  out.module = jit.compile(std::move(m));
+  return out;
+}
+
+/// Runs case `c` in dtype `t` through `jit` with pools of each of `threads` and compares with
+/// the interpreter. The code is for `isa` (default: the Jit's own).
+void check(Jit& jit, const Case& c, DType t, std::initializer_list<int> threads = {1, 2},
+           std::optional<VectorIsa> isaOverride = std::nullopt) {
+  SCOPED_TRACE(c.graph(t));
+  const VectorIsa isa = isaOverride.value_or(isaOf(jit));
+  Compiled k = compile(jit, c, t, isa);
+  const ir::Graph& g = k.graph;
+  std::mt19937_64 rng(7);
+  interp::TensorMap in{{"a", randomOperand(g.inputs()[0]->type, rng)}, {"b", randomOperand(g.inputs()[1]->type, rng)}};
+
+  // The oracle in f64 (i64) on the same values, and Σ|a·b| from the absolute values.
+  const DType o = oracleType(t);
+  ir::Graph oracle = ir::parseGraph(c.graph(o), "gemm_oracle.kir");
+  interp::TensorMap oin{{"a", retyped(in.at("a"), o)}, {"b", retyped(in.at("b"), o)}};
+  const HostTensor want = interp::run(oracle, oin).at("r");
+  HostTensor scale;
+  if (isFloat(t)) {
+    for (auto& [name, v] : oin)
+      for (int64_t i = 0; i < v.numel(); ++i) v.set(i, std::abs(v.at(i)));
+    scale = interp::run(oracle, oin).at("r");
+  }
+  const AccType acc = accTypeOf(k.kernel);
+  const double unit = acc == AccType::F32 ? 0x1p-24 : 0x1p-53;
+  const double tolerance = static_cast<double>(k.form.k + 2) * unit;
+
+  auto fn = k.module->fn<void(void**, void*)>("gemm");
+  HostTensor first;  // the result of the first pool: every pool computes the same bits
+  for (int n : threads) {
+    SCOPED_TRACE(fmt::format("{} thread(s)", n));
+    rt::ThreadPool pool(n);
+    std::vector<void*> bufs;
+    std::vector<HostTensor> owned;
+    for (const kernels::Buffer& buf : k.kernel.buffers) {
+      if (auto it = in.find(buf.name); it != in.end()) {
+        bufs.push_back(it->second.data());
+      } else {
+        owned.emplace_back(buf.type.dtype, buf.type.shape);
+        bufs.push_back(owned.back().data());
+      }
+    }
+    const int64_t numel = want.numel();
+    HostTensor scratch(DType::boolean, {std::max<int64_t>(contractionScratchBytes(k.kernel, isa, n), 1)});
+    HostTensor out(acc == AccType::F32 ? DType::f32 : acc == AccType::F64 ? DType::f64 : DType::i64, {numel});
+    HostTensor count(DType::i32, {numel});
+    bufs.push_back(scratch.data());
+    bufs.push_back(out.data());
+    bufs.push_back(count.data());
+    fn(bufs.data(), &pool);
+    int bad = 0;
+    for (int64_t i = 0; i < numel && bad < 5; ++i) {
+      bool ok = count.as<int32_t>()[i] == 1;
+      if (acc == AccType::I64)
+        ok = ok && out.as<int64_t>()[i] == want.as<int64_t>()[i];
+      else
+        ok = ok && std::abs(out.at(i) - want.at(i)) <= tolerance * scale.at(i);
+      if (!ok) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << ": got " << out.at(i) << " (handed over " << count.as<int32_t>()[i]
+                      << " times), want " << want.at(i);
+      }
+    }
+    if (first.numel() == 0) first = out;
+    EXPECT_TRUE(out.identical(first)) << "the result depends on the thread count";
+  }
+}
+
+// Sizes from 1, 7, 33, 257 and 1000: one or many M blocks (144 rows) and N blocks (512
+// columns), one or many K slices (256), edge panels everywhere, one thread or the pool. K = 9000
+// is too deep to keep B packed over all of K; K = 0 gives zeros, M = 0 nothing.
+TEST(Gemm, MatMulShapes) {
+  const int64_t shapes[][3] = {{1, 1, 1},     {33, 7, 1000}, {257, 1000, 33}, {1000, 33, 257},
+                               {3, 200, 9000}, {7, 33, 0},    {0, 7, 33}};
+  for (const auto& s : shapes) check(hostJit(), matmul(s[0], s[1], s[2]), DType::f32);
+}
+
+TEST(Gemm, MatMulTransposes) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check(hostJit(), matmul(33, 257, 257, ta, tb), DType::f32);
+}
+
+TEST(Gemm, MatMulBroadcastBatch) {
+  check(hostJit(), {"{t}[3,1,7,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,7,257]"}, DType::f32);
+  check(hostJit(), {"{t}[33,7]", "{t}[2,257,33]", "matmul", "transpose_a=true, transpose_b=true", "{t}[2,7,257]"},
+        DType::f32);
+  check(hostJit(), {"{t}[1,4,4]", "{t}[3,4]", "matmul", "transpose_b=true", "{t}[1,4,3]"}, DType::f32);
+  check(hostJit(), {"{t}[1,4,4]", "{t}[4,1]", "matmul", "transpose_a=true", "{t}[1,4,1]"}, DType::f32);
+}
+
+TEST(Gemm, Conv2d) {
+  for (const Conv& c : {kConvs[0], kConvs[1], kConvs[4]}) check(hostJit(), c.forward(), DType::f32);
+}
+
+TEST(Gemm, Conv2dGradWeight) {
+  for (const Conv& c : {kConvs[1], kConvs[3], kConvs[4]}) check(hostJit(), c.gradWeight(), DType::f32);
+}
+
+TEST(Gemm, Conv2dGradInput) {
+  for (const Conv& c : {kConvs[1], kConvs[2], kConvs[4]}) check(hostJit(), c.gradInput(), DType::f32);
+}
+
+TEST(Gemm, OperandTypes) {
+  check(hostJit(), matmul(33, 257, 257), DType::f16);
+  check(hostJit(), matmul(33, 257, 257, true, false), DType::bf16);
+  check(hostJit(), matmul(33, 257, 257, false, true), DType::f64);
+  check(hostJit(), matmul(33, 257, 257, true, true), DType::i32);
+  check(hostJit(), matmul(33, 257, 257), DType::i64);
+  check(hostJit(), kConvs[1].gradInput(), DType::f16, {1});
+  check(hostJit(), kConvs[2].forward(), DType::bf16, {1});
+  check(hostJit(), kConvs[1].gradWeight(), DType::f64, {1});
+}
+
+// Plain x86-64: SSE2 vectors of 4 floats, no FMA, f16 converted with integer operations.
+TEST(Gemm, Sse2) {
+  EXPECT_EQ(isaOf(sse2Jit()).f32Lanes, 4);
+  check(sse2Jit(), matmul(33, 257, 257, true, true), DType::f16, {2});
+  check(sse2Jit(), matmul(33, 7, 300), DType::f64, {2});
+  check(sse2Jit(), matmul(33, 7, 300, false, true), DType::i64, {2});
+  check(sse2Jit(), kConvs[1].gradInput(), DType::bf16, {2});
+}
+
+// AVX-512 code cannot run on every machine: it is compiled (verified, optimized, assembled) for
+// Skylake-X, and the same IR — its 12 × 32 tiles, 16-lane vectors, 16 × 16 transposes and masked
+// 16-bit loads — runs on the host, where LLVM splits the wide vectors.
+TEST(Gemm, Avx512) {
+  auto jit = makeJit("skylake-avx512");
+  const VectorIsa avx512 = isaOf(*jit);
+  EXPECT_EQ(avx512.f32Lanes, 16);
+  EXPECT_NO_THROW(compile(*jit, matmul(33, 257, 257, false, true), DType::f32, avx512));
+  EXPECT_NO_THROW(compile(*jit, matmul(33, 257, 257, true, false), DType::f16, avx512));
+  EXPECT_NO_THROW(compile(*jit, kConvs[1].gradInput(), DType::f64, avx512));
+  EXPECT_NO_THROW(compile(*jit, matmul(7, 33, 300), DType::i64, avx512));
+  check(hostJit(), matmul(257, 1000, 33, false, true), DType::f32, {2}, avx512);
+  check(hostJit(), matmul(33, 257, 257, true, false), DType::bf16, {1}, avx512);
+  check(hostJit(), kConvs[1].forward(), DType::f16, {1}, avx512);
+  check(hostJit(), kConvs[2].gradInput(), DType::f64, {1}, avx512);
+  check(hostJit(), matmul(7, 33, 300), DType::i64, {1}, avx512);
+}
+
+TEST(Gemm, ScratchAndThreads) {
+  const VectorIsa isa = isaOf(hostJit());
+  Compiled small = compile(hostJit(), matmul(64, 32, 64), DType::f32, isa);
+  Compiled large = compile(hostJit(), matmul(512, 512, 512), DType::f32, isa);
+  // A small GEMM stays on one thread and needs one slot; a large one one per thread.
+  EXPECT_EQ(contractionScratchBytes(small.kernel, isa, 4), contractionScratchBytes(small.kernel, isa, 1));
+  EXPECT_GT(contractionScratchBytes(large.kernel, isa, 2), contractionScratchBytes(large.kernel, isa, 1));
+}
+
+}  // namespace
+}  // namespace kiln::cpu
