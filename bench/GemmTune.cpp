@@ -1,9 +1,10 @@
 // GFLOP/s of the generated GEMM (codegen/cpu/Gemm.h) on a few shapes, for tuning its blocking.
 // Each shape is one f32 contraction kernel whose epilogue copies the finished tiles into the result;
-// it runs on pools of 1 and 2 threads, and the best of 20 timed runs (each at least 0.05 s of
-// repetitions) is reported, by wall time and by CPU time ("cpu": flops over the CPU seconds
-// spent divided by the thread count, i.e. the rate had every thread had a core to itself, which
-// is what a loaded machine still lets one measure). Run: build/bin/kiln_gemm_tune
+// it runs on pools of 1 and 2 threads, 20 timed runs of at least 0.05 s of repetitions each. It
+// prints the best and the median run by wall time, the time of the best, and the best by CPU time
+// ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
+// thread had a core to itself, which a loaded machine still lets one measure).
+// Run: build/bin/kiln_gemm_tune
 // [M N K [ta tb] | conv N C H W O K]
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/Jit.h"
@@ -17,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdlib>
@@ -30,20 +32,23 @@ using namespace kiln;
 struct Shape {
   std::string a, b, op, attrs, result;
   double flops;
+  std::string label;  // what the operand types do not say
 };
 
 Shape matmul(int64_t m, int64_t n, int64_t k, bool ta = false, bool tb = false) {
   return {ta ? fmt::format("f32[{},{}]", k, m) : fmt::format("f32[{},{}]", m, k),
           tb ? fmt::format("f32[{},{}]", n, k) : fmt::format("f32[{},{}]", k, n), "matmul",
           fmt::format("transpose_a={}, transpose_b={}", ta, tb), fmt::format("f32[{},{}]", m, n),
-          2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)};
+          2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
+          ta || tb ? fmt::format("{}{}", ta ? "Aᵀ" : "A", tb ? "Bᵀ" : "B") : ""};
 }
 
 /// conv2d of x[n,c,h,w] with w[o,c,k,k], stride 1, padding k/2 ("same").
 Shape conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k) {
   return {fmt::format("f32[{},{},{},{}]", n, c, h, w), fmt::format("f32[{},{},{},{}]", o, c, k, k), "conv2d",
           fmt::format("padding=[{},{}]", k / 2, k / 2), fmt::format("f32[{},{},{},{}]", n, o, h, w),
-          2.0 * static_cast<double>(n * o * h * w) * static_cast<double>(c * k * k)};
+          2.0 * static_cast<double>(n * o * h * w) * static_cast<double>(c * k * k),
+          fmt::format("padding {}", k / 2)};
 }
 
 /// void epilogue(bufs, tile, ldt, b, m0, m1, n0, n1): copies the tile into the f32 result
@@ -54,8 +59,9 @@ llvm::Function* copyEpilogue(llvm::Module& m, size_t out, int64_t resultM, int64
   llvm::Type* i64 = b.getInt64Ty();
   llvm::Type* ptr = b.getPtrTy();
   llvm::Type* f32 = b.getFloatTy();
-  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
-                                   llvm::Function::InternalLinkage, "copy_epilogue", m);
+  auto* f =
+      llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
+                             llvm::Function::InternalLinkage, "copy_epilogue", m);
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
   auto* rows = llvm::BasicBlock::Create(ctx, "rows", f);
   auto* cols = llvm::BasicBlock::Create(ctx, "cols", f);
@@ -101,9 +107,9 @@ double cpuSeconds(bool process) {
 
 void run(cpu::Jit& jit, const Shape& s) {
   const std::string node = fmt::format("%r = {}(%a, %b) {{{}}} : {}", s.op, s.attrs, s.result);
-  ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  {}\n  output %r = %r\n}}\n",
-                                           s.a, s.b, node),
-                               "gemm_tune.kir");
+  ir::Graph g = ir::parseGraph(
+      fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  {}\n  output %r = %r\n}}\n", s.a, s.b, node),
+      "gemm_tune.kir");
   kernels::Kernel k = kernels::lowerGraph(g).at(0);
   const kernels::GemmForm form = kernels::gemmForm(k);
   const cpu::VectorIsa isa = cpu::isaOf(jit);
@@ -122,7 +128,7 @@ void run(cpu::Jit& jit, const Shape& s) {
     tensors.emplace_back(buf.type.dtype, buf.type.shape);
     for (int64_t i = 0; i < tensors.back().numel(); ++i) tensors.back().as<float>()[i] = u(rng);
   }
-  std::string line = fmt::format("{:<60} compile {:4.0f} ms", fmt::format("{}({}, {})", s.op, s.a, s.b),
+  std::string line = fmt::format("{:<64} compile {:4.0f} ms", fmt::format("{}({}, {}) {}", s.op, s.a, s.b, s.label),
                                  compiled->compileMs());
   const double flops = s.flops;
   for (int threads : {1, 2}) {
@@ -132,7 +138,8 @@ void run(cpu::Jit& jit, const Shape& s) {
     for (rt::HostTensor& t : tensors) bufs.push_back(t.data());
     bufs.push_back(scratch.data());
     fn(bufs.data(), &pool);  // warm up
-    double best = 1e30, bestCpu = 1e30;
+    std::vector<double> times;
+    double bestCpu = 1e30;
     for (int rep = 0; rep < 20; ++rep) {
       int calls = 0;
       const auto start = std::chrono::steady_clock::now();
@@ -143,11 +150,13 @@ void run(cpu::Jit& jit, const Shape& s) {
         ++calls;
         elapsed = seconds(std::chrono::steady_clock::now() - start);
       } while (elapsed < 0.05);
-      best = std::min(best, elapsed / calls);
+      times.push_back(elapsed / calls);
       bestCpu = std::min(bestCpu, (cpuSeconds(threads > 1) - cpuStart) / calls / threads);
     }
-    line += fmt::format("   {}T {:6.1f} GFLOP/s ({:8.1f} µs) cpu {:6.1f}", threads, flops / best * 1e-9, best * 1e6,
-                        flops / bestCpu * 1e-9);
+    std::sort(times.begin(), times.end());
+    const double best = times.front(), median = times[times.size() / 2];
+    line += fmt::format("   {}T {:6.1f} (median {:6.1f}) GFLOP/s {:8.1f} µs, cpu {:6.1f}", threads, flops / best * 1e-9,
+                        flops / median * 1e-9, best * 1e6, flops / bestCpu * 1e-9);
   }
   fmt::print("{}\n", line);
 }

@@ -76,6 +76,23 @@ llvm::Value* bf16RoundBits(llvm::IRBuilderBase& b, llvm::Value* f) {
   return b.CreateAnd(b.CreateSelect(isNan, quiet, rounded), splatInt(b, it, 0xFFFF0000u));
 }
 
+/// f64 → f32 rounded to odd (support/DType.h roundToOddF32): truncated toward zero, the last bit
+/// set when inexact. Rounding the result to f16 or bf16 then equals rounding the f64 directly.
+llvm::Value* roundToOdd(llvm::IRBuilderBase& b, llvm::Value* d) {
+  llvm::Type* ft = sameShape(d->getType(), b.getFloatTy());
+  llvm::Type* it = sameShape(d->getType(), b.getInt32Ty());
+  llvm::Value* r = b.CreateFPTrunc(d, ft);
+  llvm::Value* back = b.CreateFPExt(r, d->getType());
+  llvm::Value* bits = b.CreateBitCast(r, it);
+  // Nearest went away from zero: step one ulp back toward zero (the bit pattern's magnitude).
+  llvm::Value* over = b.CreateFCmpOGT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, back),
+                                      b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, d));
+  llvm::Value* truncated = b.CreateSelect(over, b.CreateSub(bits, splatInt(b, it, 1)), bits);
+  llvm::Value* odd = b.CreateOr(truncated, splatInt(b, it, 1));
+  llvm::Value* exact = b.CreateFCmpUEQ(back, d);  // NaN: unordered, kept as is
+  return b.CreateBitCast(b.CreateSelect(exact, bits, odd), ft);
+}
+
 }  // namespace
 
 llvm::Value* fromStorage(llvm::IRBuilderBase& b, DType t, llvm::Value* stored) {
@@ -129,7 +146,9 @@ llvm::Value* convert(llvm::IRBuilderBase& b, DType from, DType to, llvm::Value* 
     if (isFloat(to)) return b.CreateUIToFP(v, target);
     return b.CreateZExt(v, target);
   }
+  const bool narrow16 = to == DType::f16 || to == DType::bf16;
   if (isFloat(from) && isFloat(to)) {
+    if (from == DType::f64 && narrow16) return roundTo(b, to, roundToOdd(b, v));
     llvm::Value* r = vt == target ? v : b.CreateFPCast(v, target);
     return roundTo(b, to, r);
   }
@@ -138,6 +157,8 @@ llvm::Value* convert(llvm::IRBuilderBase& b, DType from, DType to, llvm::Value* 
     llvm::Value* r = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {narrow, vt}, {v});
     return to == DType::i32 ? b.CreateSExt(r, target) : r;
   }
+  if (isFloat(to) && narrow16)  // exact in f64 up to 2^53, then rounded once
+    return roundTo(b, to, roundToOdd(b, b.CreateSIToFP(v, sameShape(vt, b.getDoubleTy()))));
   if (isFloat(to)) return roundTo(b, to, b.CreateSIToFP(v, target));
   return roundTo(b, to, v);  // int → int wraps
 }

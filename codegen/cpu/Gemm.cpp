@@ -305,7 +305,8 @@ class GemmEmitter {
     };
     for (int u = 0; u < kUnroll; ++u) {
       std::vector<llvm::Value*> bv;
-      for (int j = 0; j < nv; ++j) bv.push_back(b_.CreateAlignedLoad(g_.vec, element(pb, u * nr + j * lanes), vecAlign));
+      for (int j = 0; j < nv; ++j)
+        bv.push_back(b_.CreateAlignedLoad(g_.vec, element(pb, u * nr + j * lanes), vecAlign));
       for (int i = 0; i < mr; ++i) {
         llvm::Value* av = g_.splat(lanes, b_.CreateAlignedLoad(g_.elt, element(pa, u * mr + i), g_.eltAlign()));
         for (int j = 0; j < nv; ++j) acc[i * nv + j] = mulAdd(av, bv[j], acc[i * nv + j]);
@@ -316,7 +317,8 @@ class GemmEmitter {
     pa->addIncoming(element(pa, kUnroll * mr), body);
     pb->addIncoming(element(pb, kUnroll * nr), body);
     for (int i = 0; i < mr * nv; ++i) phis[i]->addIncoming(acc[i], body);
-    b_.CreateCondBr(b_.CreateICmpSLT(nextK, kc), body, done)->setMetadata(llvm::LLVMContext::MD_loop, g_.loopAsWritten());
+    b_.CreateCondBr(b_.CreateICmpSLT(nextK, kc), body, done)
+        ->setMetadata(llvm::LLVMContext::MD_loop, g_.loopAsWritten());
 
     b_.SetInsertPoint(done);
     std::vector<llvm::Value*> sums;
@@ -327,11 +329,14 @@ class GemmEmitter {
       sums.push_back(phi);
     }
     b_.CreateCondBr(f->getArg(5), addStore, store);
-    auto at = [&](int i, int j) { return b_.CreateInBoundsGEP(g_.elt, c, b_.CreateAdd(b_.CreateMul(g_.i64(i), ldc), g_.i64(j * lanes))); };
+    auto at = [&](int i, int j) {
+      return b_.CreateInBoundsGEP(g_.elt, c, b_.CreateAdd(b_.CreateMul(g_.i64(i), ldc), g_.i64(j * lanes)));
+    };
     b_.SetInsertPoint(addStore);
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < nv; ++j)
-        b_.CreateAlignedStore(add(b_.CreateAlignedLoad(g_.vec, at(i, j), vecAlign), sums[i * nv + j]), at(i, j), vecAlign);
+        b_.CreateAlignedStore(add(b_.CreateAlignedLoad(g_.vec, at(i, j), vecAlign), sums[i * nv + j]), at(i, j),
+                              vecAlign);
     b_.CreateRetVoid();
     b_.SetInsertPoint(store);
     for (int i = 0; i < mr; ++i)
@@ -346,7 +351,8 @@ class GemmEmitter {
     llvm::Function* packA = emitPackFunction(g_, true);
     llvm::Function* packB = emitPackFunction(g_, false);
     llvm::Type* ptr = b_.getPtrTy();
-    llvm::Function* f = g_.newFunction("item", llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty()}, false));
+    llvm::Function* f =
+        g_.newFunction("item", llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty()}, false));
     b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
     llvm::Value *bufs = f->getArg(0), *slot = f->getArg(1), *item = f->getArg(2);
     const Blocking& p = g_.plan;
@@ -393,9 +399,11 @@ class GemmEmitter {
       b_.CreateCall(packA, {bufs, batch, m0, rows, k0, kc, kcPad, packedA});
       llvm::Value* accumulate = b_.CreateICmpNE(kb, g_.i64(0));
       g_.loop(g_.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
-        llvm::Value* bPanel = b_.CreateInBoundsGEP(g_.elt, packedBSlice, b_.CreateMul(jp, b_.CreateMul(kcPad, g_.i64(p.nr))));
+        llvm::Value* bPanel =
+            b_.CreateInBoundsGEP(g_.elt, packedBSlice, b_.CreateMul(jp, b_.CreateMul(kcPad, g_.i64(p.nr))));
         g_.loop(g_.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
-          llvm::Value* aPanel = b_.CreateInBoundsGEP(g_.elt, packedA, b_.CreateMul(ip, b_.CreateMul(kcPad, g_.i64(p.mr))));
+          llvm::Value* aPanel =
+              b_.CreateInBoundsGEP(g_.elt, packedA, b_.CreateMul(ip, b_.CreateMul(kcPad, g_.i64(p.mr))));
           llvm::Value* c = b_.CreateInBoundsGEP(
               g_.elt, tile, b_.CreateAdd(b_.CreateMul(ip, g_.i64(p.mr * p.nb)), b_.CreateMul(jp, g_.i64(p.nr))));
           b_.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, g_.i64(p.nb), accumulate});
@@ -421,10 +429,10 @@ class GemmEmitter {
     b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
     llvm::Value* bufs = f->getArg(0);
     llvm::Value* scratch = scratchOf(bufs);
-    llvm::Value* index =
-        b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, scratch, g_.i64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
-    llvm::Value* slot = b_.CreateInBoundsGEP(b_.getInt8Ty(), scratch,
-                                             b_.CreateAdd(g_.i64(kHeaderBytes), b_.CreateMul(index, g_.i64(g_.plan.slotBytes()))));
+    llvm::Value* index = b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, scratch, g_.i64(1), llvm::Align(8),
+                                            llvm::AtomicOrdering::Monotonic);
+    llvm::Value* slot = b_.CreateInBoundsGEP(
+        b_.getInt8Ty(), scratch, b_.CreateAdd(g_.i64(kHeaderBytes), b_.CreateMul(index, g_.i64(g_.plan.slotBytes()))));
     b_.CreateAlignedStore(g_.i64(-1), slot, llvm::Align(8));  // its packed B holds no block yet
     auto* claim = llvm::BasicBlock::Create(g_.ctx, "claim", f);
     auto* work = llvm::BasicBlock::Create(g_.ctx, "work", f);

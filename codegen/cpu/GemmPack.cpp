@@ -2,7 +2,8 @@
 // form's index maps, copied into MR- or NR-wide panels in the accumulator type.
 //
 // Three ways, chosen per panel:
-//   - rows contiguous in memory, no bounds (B of A·B, A of Aᵀ·B): one vector load per panel row;
+//   - rows contiguous in memory, no bounds (B of A·B, A of Aᵀ·B): one vector load per panel and
+//     k, walking memory row by row;
 //   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
 //     row and `lanes` k, transposed in registers `lanes` rows at a time;
 //   - anything else (convolution windows with padding, broadcasts, edge panels, K tails): the
@@ -84,7 +85,8 @@ class PackEmitter {
   bool maskedLoads();
   PanelRows panelRows(llvm::Value* p);
   void packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow);
-  void packContiguousRows(llvm::Value* p, llvm::Value* kcPad, const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
+  void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
+                          const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
   void packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Value* dstRow);
   std::vector<llvm::Value*> transpose(std::vector<llvm::Value*> rows);
   llvm::Value* concat(llvm::Value* x, llvm::Value* y);
@@ -166,10 +168,11 @@ bool PackEmitter::maskedLoads() {
 llvm::Function* PackEmitter::emit() {
   llvm::Type* i64t = b_.getInt64Ty();
   llvm::Type* ptr = b_.getPtrTy();
-  llvm::Function* f = g_.newFunction("pack_" + label_, llvm::FunctionType::get(
-                                                           b_.getVoidTy(), {ptr, i64t, i64t, i64t, i64t, i64t, i64t, ptr}, false));
+  llvm::Function* f = g_.newFunction(
+      "pack_" + label_, llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, i64t, i64t, i64t, i64t, i64t, ptr}, false));
   b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
-  llvm::Value *bufs = f->getArg(0), *batch = f->getArg(1), *kc = f->getArg(5), *kcPad = f->getArg(6), *dst = f->getArg(7);
+  llvm::Value *bufs = f->getArg(0), *batch = f->getArg(1), *kc = f->getArg(5), *kcPad = f->getArg(6),
+              *dst = f->getArg(7);
   ix_ = fitsInt32() ? b_.getInt32Ty() : i64t;
   base_ = b_.CreateAlignedLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, static_cast<uint64_t>(op_.buffer)),
                                llvm::Align(8), "base");
@@ -181,7 +184,8 @@ llvm::Function* PackEmitter::emit() {
   llvm::Value* fullPanels = b_.CreateUDiv(rows, g_.i64(w));
   llvm::Value* panelElements = b_.CreateMul(kcPad, g_.i64(w));
   auto dstRow = [&](llvm::Value* panel, llvm::Value* kk) {
-    return b_.CreateInBoundsGEP(g_.elt, dst, b_.CreateAdd(b_.CreateMul(panel, panelElements), b_.CreateMul(kk, g_.i64(w))));
+    return b_.CreateInBoundsGEP(g_.elt, dst,
+                                b_.CreateAdd(b_.CreateMul(panel, panelElements), b_.CreateMul(kk, g_.i64(w))));
   };
   auto packGeneral = [&](const PanelRows& pr, llvm::Value* p, llvm::Value* from) {
     g_.loop(from, kcPad, 1, "kk", [&](llvm::Value* kk) { packRowGeneral(pr, toIx(kk), dstRow(p, kk)); });
@@ -191,7 +195,7 @@ llvm::Function* PackEmitter::emit() {
   const bool plain = op_.map.bounds.empty() && op_.quotients.empty();
   llvm::Value* firstGeneral = g_.i64(0);
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
-    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) { packContiguousRows(p, kcPad, dstRow); });
+    packContiguousRows(fullPanels, kcPad, dstRow);
     firstGeneral = fullPanels;
   } else if (plain && groupStride(op_.map.index, kAt_, g_.form.kDims) == 1) {
     g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
@@ -204,7 +208,8 @@ llvm::Function* PackEmitter::emit() {
     });
     firstGeneral = fullPanels;
   }
-  g_.loop(firstGeneral, panels, 1, "panel.general", [&](llvm::Value* p) { packGeneral(panelRows(toIx(p)), p, g_.i64(0)); });
+  g_.loop(firstGeneral, panels, 1, "panel.general",
+          [&](llvm::Value* p) { packGeneral(panelRows(toIx(p)), p, g_.i64(0)); });
   b_.CreateRetVoid();
   return f;
 }
@@ -245,7 +250,8 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
     auto all = [&](int64_t v) { return g_.splat(c.count, g_.constant(ix_, v)); };
     Row r{value(0), b_.CreateAnd(c.valid, g_.splat(c.count, kValid))};
     size_t i = 1;
-    for (const auto& bound : op_.map.bounds) r.valid = b_.CreateAnd(r.valid, b_.CreateICmpULT(value(i++), all(bound.limit)));
+    for (const auto& bound : op_.map.bounds)
+      r.valid = b_.CreateAnd(r.valid, b_.CreateICmpULT(value(i++), all(bound.limit)));
     for (const auto& q : op_.quotients) {
       llvm::Value* v = value(i++);
       r.valid = b_.CreateAnd(r.valid, b_.CreateICmpEQ(b_.CreateSRem(v, all(q.divisor)), all(0)));
@@ -256,14 +262,15 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
   }
   llvm::Type* store = g_.storageType();
   auto put = [&](const PanelRows::Chunk& c, llvm::Value* v) {
-    b_.CreateAlignedStore(g_.toAcc(v, c.count), b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(c.first)),
-                          g_.eltAlign());
+    b_.CreateAlignedStore(g_.toAcc(v, c.count),
+                          b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(c.first)), g_.eltAlign());
   };
   // Lane by lane: each valid lane's element; element 0, then zeroed, for the others.
   auto byLanes = [&] {
     for (size_t q = 0; q < rows.size(); ++q) {
       const PanelRows::Chunk& c = pr.chunks[q];
-      llvm::Value* safe = b_.CreateSelect(rows[q].valid, rows[q].index, llvm::Constant::getNullValue(rows[q].index->getType()));
+      llvm::Value* safe =
+          b_.CreateSelect(rows[q].valid, rows[q].index, llvm::Constant::getNullValue(rows[q].index->getType()));
       llvm::Value* v = llvm::PoisonValue::get(g_.withLanes(store, c.count));
       for (int r = 0; r < c.count; ++r) {
         llvm::Value* at = toI64(b_.CreateExtractElement(safe, static_cast<uint64_t>(r)));
@@ -304,20 +311,27 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
   b_.SetInsertPoint(done);
 }
 
-/// A full panel whose rows are contiguous: one vector load of `width` elements per k.
-void PackEmitter::packContiguousRows(llvm::Value* p, llvm::Value* kcPad,
+/// The first `panels` (full) panels when rows are contiguous: per k, one vector load of `width`
+/// elements per panel. The panels are the inner loop, so memory is read row by row: a row of a
+/// transposed operand is often a page of its own.
+void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
                                      const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow) {
   llvm::Type* store = g_.storageType();
-  llvm::Value* first = b_.CreateAdd(batchParts_[0], b_.CreateAdd(r0_, b_.CreateMul(toIx(p), g_.constant(ix_, width_))));
-  first = b_.CreateAdd(first, g_.constant(ix_, op_.map.index.constant));
+  llvm::Value* first = b_.CreateAdd(b_.CreateAdd(batchParts_[0], r0_), g_.constant(ix_, op_.map.index.constant));
   llvm::Value* kc = toI64(kc_);
   g_.loop(g_.i64(0), kc, 1, "kk", [&](llvm::Value* kk) {
-    llvm::Value* at = b_.CreateAdd(first, groupPart(op_.map.index, kAt_, g_.form.kDims, b_.CreateAdd(k0_, toIx(kk))));
-    llvm::Value* v = b_.CreateAlignedLoad(g_.withLanes(store, width_), b_.CreateInBoundsGEP(store, base_, toI64(at)), storeAlign());
-    b_.CreateAlignedStore(g_.toAcc(v, width_), dstRow(p, kk), g_.eltAlign());
+    llvm::Value* row = b_.CreateAdd(first, groupPart(op_.map.index, kAt_, g_.form.kDims, b_.CreateAdd(k0_, toIx(kk))));
+    llvm::Value* rowStart = b_.CreateInBoundsGEP(store, base_, toI64(row));
+    g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+      llvm::Value* at = b_.CreateInBoundsGEP(store, rowStart, b_.CreateMul(p, g_.i64(width_)));
+      llvm::Value* v = b_.CreateAlignedLoad(g_.withLanes(store, width_), at, storeAlign());
+      b_.CreateAlignedStore(g_.toAcc(v, width_), dstRow(p, kk), g_.eltAlign());
+    });
   });
   g_.loop(kc, kcPad, 1, "kk.pad", [&](llvm::Value* kk) {
-    b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, width_)), dstRow(p, kk), g_.eltAlign());
+    g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+      b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, width_)), dstRow(p, kk), g_.eltAlign());
+    });
   });
 }
 
@@ -336,7 +350,8 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Valu
         continue;
       }
       llvm::Value* row = b_.CreateAdd(at, b_.CreateExtractElement(c.parts[0], static_cast<uint64_t>(r)));
-      llvm::Value* v = b_.CreateAlignedLoad(g_.withLanes(store, l), b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
+      llvm::Value* v =
+          b_.CreateAlignedLoad(g_.withLanes(store, l), b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
       rows.push_back(g_.toAcc(v, l));
     }
     blocks.push_back(transpose(std::move(rows)));

@@ -127,7 +127,6 @@ void checkText(const std::string& shorthand, const std::string& what, int thread
   interp::TensorMap in = kiln::testing::randomInputs(g, 11);
   interp::TensorMap want = interp::run(g, in);
   std::unique_ptr<cpu::Program> p = compileFor(g, threads);
-  if (getenv("KILN_TEST_TIMES")) fmt::print("{}: lower {:.1f} render {:.1f} compile {:.1f} ms\n", what, p->stats().lowerMs, p->stats().renderMs, p->stats().compileMs);
   expectClose(want, p->run(in), fmt::format("{} ({} threads)", what, threads));
 }
 

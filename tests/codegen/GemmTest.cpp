@@ -2,8 +2,9 @@
 // interpreter: one-node graphs (matmul with transposes and broadcast batches, conv2d with strides,
 // padding, dilation and groups, both convolution gradients) over awkward sizes, f32, f16, bf16,
 // f64, i32 and i64 operands, on the host's vector ISA and on plain x86-64 (SSE2), with pools of 1
-// and 2 threads. A test epilogue copies every finished tile to an output array and counts how
-// often each element is handed over (exactly once). The AVX-512 code is compiled, not run.
+// and 2 threads (same bits on both). A test epilogue copies every finished tile to an output array
+// and counts how often each element is handed over (exactly once). AVX-512 code is compiled for
+// Skylake-X, and its IR (AVX-512 blocking on 16-lane vectors) runs on the host.
 //
 // Tolerance: floats accumulate in f32 (f64 for f64) in another order than the interpreter's
 // double sums, so |got − want| ≤ (K + 2) · u · Σ|a·b| (u the accumulator's unit roundoff), the
@@ -39,8 +40,9 @@ struct Case {
 
   std::string graph(DType t) const {
     auto typed = [&](const std::string& s) { return fmt::format(fmt::runtime(s), fmt::arg("t", dtypeName(t))); };
-    return fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  %r = {}(%a, %b) {} : {}\n  output %r = %r\n}}\n",
-                       typed(a), typed(b), op, attrs.empty() ? "" : "{" + attrs + "}", typed(result));
+    return fmt::format(
+        "graph @g {{\n  input %a : {}\n  input %b : {}\n  %r = {}(%a, %b) {} : {}\n  output %r = %r\n}}\n", typed(a),
+        typed(b), op, attrs.empty() ? "" : "{" + attrs + "}", typed(result));
   }
 };
 
@@ -88,7 +90,8 @@ HostTensor retyped(const HostTensor& t, DType to) {
   if (isFloat(t.dtype()))
     for (int64_t i = 0; i < t.numel(); ++i) out.set(i, t.at(i));
   else
-    for (int64_t i = 0; i < t.numel(); ++i) out.as<int64_t>()[i] = t.dtype() == DType::i32 ? t.as<int32_t>()[i] : t.as<int64_t>()[i];
+    for (int64_t i = 0; i < t.numel(); ++i)
+      out.as<int64_t>()[i] = t.dtype() == DType::i32 ? t.as<int32_t>()[i] : t.as<int64_t>()[i];
   return out;
 }
 
@@ -100,7 +103,9 @@ HostTensor randomOperand(const ir::TensorType& type, std::mt19937_64& rng) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (type.dtype) {
       case DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(rng() % 201) - 100; break;
-      case DType::i64: t.as<int64_t>()[i] = static_cast<int64_t>(rng() % (int64_t{1} << 41)) - (int64_t{1} << 40); break;
+      case DType::i64:
+        t.as<int64_t>()[i] = static_cast<int64_t>(rng() % (int64_t{1} << 41)) - (int64_t{1} << 40);
+        break;
       default: t.set(i, real(rng));
     }
   }
@@ -116,8 +121,9 @@ llvm::Function* testEpilogue(llvm::Module& m, size_t nbuf, AccType acc, int64_t 
   llvm::Type* i64 = b.getInt64Ty();
   llvm::Type* ptr = b.getPtrTy();
   llvm::Type* elt = acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : i64;
-  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
-                                   llvm::Function::InternalLinkage, "test_epilogue", m);
+  auto* f =
+      llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
+                             llvm::Function::InternalLinkage, "test_epilogue", m);
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
   b.SetInsertPoint(entry);
   llvm::Value* out = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), nbuf + 1));
@@ -138,7 +144,8 @@ llvm::Function* testEpilogue(llvm::Module& m, size_t nbuf, AccType acc, int64_t 
   llvm::PHINode* col = b.CreatePHI(i64, 2);
   col->addIncoming(n0, rows);
   llvm::Value* from = b.CreateAdd(b.CreateMul(b.CreateSub(row, m0), ldt), b.CreateSub(col, n0));
-  llvm::Value* to = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)), col);
+  llvm::Value* to =
+      b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)), col);
   b.CreateStore(b.CreateLoad(elt, b.CreateGEP(elt, tile, from)), b.CreateGEP(elt, out, to));
   llvm::Value* counter = b.CreateGEP(b.getInt32Ty(), count, to);
   b.CreateStore(b.CreateAdd(b.CreateLoad(b.getInt32Ty(), counter), b.getInt32(1)), counter);
@@ -281,8 +288,6 @@ TEST(Gemm, MatMulBroadcastBatch) {
   check(hostJit(), {"{t}[3,1,7,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,7,257]"}, DType::f32);
   check(hostJit(), {"{t}[33,7]", "{t}[2,257,33]", "matmul", "transpose_a=true, transpose_b=true", "{t}[2,7,257]"},
         DType::f32);
-  check(hostJit(), {"{t}[1,4,4]", "{t}[3,4]", "matmul", "transpose_b=true", "{t}[1,4,3]"}, DType::f32);
-  check(hostJit(), {"{t}[1,4,4]", "{t}[4,1]", "matmul", "transpose_a=true", "{t}[1,4,1]"}, DType::f32);
 }
 
 TEST(Gemm, Conv2d) {
@@ -303,9 +308,7 @@ TEST(Gemm, OperandTypes) {
   check(hostJit(), matmul(33, 257, 257, false, true), DType::f64);
   check(hostJit(), matmul(33, 257, 257, true, true), DType::i32);
   check(hostJit(), matmul(33, 257, 257), DType::i64);
-  check(hostJit(), kConvs[1].gradInput(), DType::f16, {1});
-  check(hostJit(), kConvs[2].forward(), DType::bf16, {1});
-  check(hostJit(), kConvs[1].gradWeight(), DType::f64, {1});
+  check(hostJit(), kConvs[1].gradWeight(), DType::f16, {1});
 }
 
 // Plain x86-64: SSE2 vectors of 4 floats, no FMA, f16 converted with integer operations.
@@ -325,23 +328,24 @@ TEST(Gemm, Avx512) {
   const VectorIsa avx512 = isaOf(*jit);
   EXPECT_EQ(avx512.f32Lanes, 16);
   EXPECT_NO_THROW(compile(*jit, matmul(33, 257, 257, false, true), DType::f32, avx512));
-  EXPECT_NO_THROW(compile(*jit, matmul(33, 257, 257, true, false), DType::f16, avx512));
-  EXPECT_NO_THROW(compile(*jit, kConvs[1].gradInput(), DType::f64, avx512));
-  EXPECT_NO_THROW(compile(*jit, matmul(7, 33, 300), DType::i64, avx512));
+  EXPECT_NO_THROW(compile(*jit, kConvs[1].forward(), DType::bf16, avx512));
   check(hostJit(), matmul(257, 1000, 33, false, true), DType::f32, {2}, avx512);
-  check(hostJit(), matmul(33, 257, 257, true, false), DType::bf16, {1}, avx512);
   check(hostJit(), kConvs[1].forward(), DType::f16, {1}, avx512);
   check(hostJit(), kConvs[2].gradInput(), DType::f64, {1}, avx512);
-  check(hostJit(), matmul(7, 33, 300), DType::i64, {1}, avx512);
+  check(hostJit(), matmul(7, 33, 300, true, false), DType::i64, {1}, avx512);
 }
 
+// A small GEMM stays on one thread and needs one scratch slot; a large one one per thread.
 TEST(Gemm, ScratchAndThreads) {
+  auto kernel = [](const Case& c) {
+    ir::Graph g = ir::parseGraph(c.graph(DType::f32), "gemm_test.kir");
+    return kernels::lowerGraph(g).at(0);
+  };
+  const kernels::Kernel small = kernel(matmul(64, 32, 64)), large = kernel(matmul(512, 512, 512));
   const VectorIsa isa = isaOf(hostJit());
-  Compiled small = compile(hostJit(), matmul(64, 32, 64), DType::f32, isa);
-  Compiled large = compile(hostJit(), matmul(512, 512, 512), DType::f32, isa);
-  // A small GEMM stays on one thread and needs one slot; a large one one per thread.
-  EXPECT_EQ(contractionScratchBytes(small.kernel, isa, 4), contractionScratchBytes(small.kernel, isa, 1));
-  EXPECT_GT(contractionScratchBytes(large.kernel, isa, 2), contractionScratchBytes(large.kernel, isa, 1));
+  EXPECT_EQ(contractionScratchBytes(small, isa, 4), contractionScratchBytes(small, isa, 1));
+  EXPECT_GT(contractionScratchBytes(large, isa, 2), contractionScratchBytes(large, isa, 1));
+  EXPECT_EQ(contractionScratchBytes(kernel(matmul(0, 7, 33)), isa, 2), 0);
 }
 
 }  // namespace
