@@ -4,7 +4,7 @@
 //
 // Output: one JSON object per line, {"workload", "impl": "kiln", "ms" (median per run), "runs",
 // "compile_ms"}; workloads are named like the anchors': train/MODEL/bB/OPT, infer/MODEL/bB,
-// gemm/{NN,NT,TN}/MxKxN, compile/MODEL/{train,infer}.
+// gemm/{NN,NT,TN}/MxNxK/tT, compile/MODEL/{train,infer}.
 //
 //   kiln_bench [--filter SUBSTRING] [--min-seconds S]
 // Threads: KILN_THREADS (default: all hardware threads).
@@ -14,6 +14,7 @@
 #include "ir/Parser.h"
 #include "passes/Pipeline.h"
 #include "passes/TrainingStep.h"
+#include "runtime/ThreadPool.h"
 #include "support/Philox.h"
 
 #include <fmt/format.h>
@@ -81,11 +82,13 @@ void report(const std::string& workload, double ms, int runs, double compileMs) 
 
 /// Compiles `g` (default pipeline, then the backend), cold unless the same program was compiled
 /// before in this process.
-std::unique_ptr<cpu::Program> compile(const ir::Graph& g, double& compileMs) {
+std::unique_ptr<cpu::Program> compile(const ir::Graph& g, double& compileMs, rt::ThreadPool* pool = nullptr) {
   auto t0 = Clock::now();
   ir::Graph compiled = g.clone();
   passes::compileGraph(compiled);
-  std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled);
+  cpu::ProgramOptions po;
+  po.pool = pool;
+  std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled, po);
   compileMs = msSince(t0);
   return p;
 }
@@ -114,8 +117,10 @@ void runModel(const Settings& s, const std::string& name, int64_t batch, const c
   report(workload, ms, runs, compileMs);
 }
 
-void runGemm(const Settings& s, const char* layout, int64_t m, int64_t k, int64_t n) {
-  std::string workload = fmt::format("gemm/{}/{}x{}x{}", layout, m, k, n);
+/// C[m, n] = op(A)[m, k] · op(B)[k, n] with the layout's transposes (NT: B stored [n, k]; TN: A
+/// stored [k, m]), named like the anchors: gemm/LAYOUT/MxNxK/tTHREADS.
+void runGemm(const Settings& s, rt::ThreadPool& pool, const char* layout, int64_t m, int64_t n, int64_t k) {
+  std::string workload = fmt::format("gemm/{}/{}x{}x{}/t{}", layout, m, n, k, pool.threads());
   if (workload.find(s.filter) == std::string::npos) return;
   bool ta = layout[0] == 'T', tb = layout[1] == 'T';
   std::string a = ta ? fmt::format("f32[{},{}]", k, m) : fmt::format("f32[{},{}]", m, k);
@@ -126,7 +131,7 @@ void runGemm(const Settings& s, const char* layout, int64_t m, int64_t k, int64_
       a, b, ta ? "true" : "false", tb ? "true" : "false", m, n);
   ir::Graph g = ir::parseGraph(text, workload);
   double compileMs = 0;
-  std::unique_ptr<cpu::Program> p = compile(g, compileMs);
+  std::unique_ptr<cpu::Program> p = compile(g, compileMs, &pool);
   auto [ms, runs] = timeRuns(*p, inputsFor(g), s.minSeconds);
   report(workload, ms, runs, compileMs);
 }
@@ -172,15 +177,22 @@ int main(int argc, char** argv) {
     runModel(s, "tiny_mlp", 64, "sgd");
     runModel(s, "tiny_mlp", 1024, "sgd");
     runModel(s, "cnn", 64, "adam");
-    for (auto [name, full] : {std::pair<const char*, int64_t>{"mnist_mlp", 100}, {"simplenet", 10000}, {"tiny_mlp", 1024},
+    for (auto [name, full] : {std::pair<const char*, int64_t>{"mnist_mlp", 100}, {"simplenet", 10000}, {"tiny_mlp", 64}, {"tiny_mlp", 1024},
                               {"cnn", 64}}) {
       runModel(s, name, 1, nullptr);
       runModel(s, name, full, nullptr);
     }
-    for (const char* layout : {"NN", "NT", "TN"})
-      for (auto [m, k, n] : {std::array<int64_t, 3>{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048},
-                             {10000, 1000, 512}, {10000, 512, 256}, {100, 784, 128}, {64, 64, 32}})
-        runGemm(s, layout, m, k, n);
+    rt::ThreadPool one(1);
+    // Each forward shape C = A·B (A: M×K, B: K×N) with its backward forms dA = dC·Bᵀ (NT) and
+    // dB = Aᵀ·dC (TN).
+    for (auto [m, k, n] : {std::array<int64_t, 3>{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048},
+                           {10000, 1000, 512}, {10000, 512, 256}, {100, 784, 128}, {64, 64, 32}}) {
+      for (rt::ThreadPool* pool : {&one, &rt::ThreadPool::global()}) {
+        runGemm(s, *pool, "NN", m, n, k);
+        runGemm(s, *pool, "NT", m, k, n);
+        runGemm(s, *pool, "TN", k, n, m);
+      }
+    }
     compileTimes(s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln_bench: %s\n", e.what());
