@@ -1,10 +1,10 @@
 #include "codegen/cpu/Render.h"
 
 #include "codegen/cpu/Elements.h"
+#include "codegen/cpu/ElementwiseIR.h"
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/PhiloxIR.h"
 #include "codegen/cpu/RenderOps.h"
-#include "codegen/cpu/VecMath.h"
 #include "kernels/Kernel.h"
 #include "support/Error.h"
 
@@ -323,115 +323,16 @@ class KernelRenderer {
     return v;
   }
 
-  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) { return b_.CreateIntrinsic(id, {x->getType()}, {x}); }
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
     return b_.CreateIntrinsic(id, {x->getType()}, {x, y});
   }
-
-  /// f64 functions without an LLVM intrinsic: the libm function, lane by lane.
-  llvm::Value* libm(const char* name, llvm::Value* x) {
-    llvm::FunctionCallee f = m_.getOrInsertFunction(name, b_.getDoubleTy(), b_.getDoubleTy());
-    if (!x->getType()->isVectorTy()) return b_.CreateCall(f, {x});
-    llvm::Value* r = llvm::PoisonValue::get(x->getType());
-    for (int l = 0; l < lanesOf(x); ++l)
-      r = b_.CreateInsertElement(r, b_.CreateCall(f, {b_.CreateExtractElement(x, static_cast<uint64_t>(l))}),
-                                 static_cast<uint64_t>(l));
-    return r;
-  }
-
   llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
-
-  llvm::Value* transcendental(MathFn fn, llvm::Value* x) {
-    if (x->getType()->getScalarType()->isFloatTy()) return emitMath(b_, fn, x);
-    switch (fn) {  // f64: libm through intrinsics where LLVM has them
-      case MathFn::Exp: return intrinsic(llvm::Intrinsic::exp, x);
-      case MathFn::Log: return intrinsic(llvm::Intrinsic::log, x);
-      case MathFn::Tanh: return libm("tanh", x);
-      case MathFn::Erf: return libm("erf", x);
-      case MathFn::Sigmoid: {  // as ir/ScalarOps.cpp: only ever exponentiate -|x|
-        llvm::Value* e = intrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(intrinsic(llvm::Intrinsic::fabs, x)));
-        llvm::Value* one = fconst(x, 1.0);
-        llvm::Value* denom = b_.CreateFAdd(one, e);
-        return b_.CreateSelect(b_.CreateFCmpOGE(x, fconst(x, 0.0)), b_.CreateFDiv(one, denom), b_.CreateFDiv(e, denom));
-      }
-    }
-    return nullptr;
-  }
 
   llvm::Value* op(const Expr& e, const std::vector<llvm::Value*>& a) {
     DType argType = e.args.empty() ? e.dtype : nest_->exprs[e.args[0]].dtype;
-    bool fl = isFloat(argType);
-    llvm::Value* r = nullptr;
-    switch (e.op) {
-      case OpKind::Neg: r = fl ? b_.CreateFNeg(a[0]) : b_.CreateNeg(a[0]); break;
-      case OpKind::Abs: r = fl ? intrinsic(llvm::Intrinsic::fabs, a[0]) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a[0], b_.getFalse()); break;
-      case OpKind::Exp: r = transcendental(MathFn::Exp, a[0]); break;
-      case OpKind::Log: r = transcendental(MathFn::Log, a[0]); break;
-      case OpKind::Tanh: r = transcendental(MathFn::Tanh, a[0]); break;
-      case OpKind::Sigmoid: r = transcendental(MathFn::Sigmoid, a[0]); break;
-      case OpKind::Erf: r = transcendental(MathFn::Erf, a[0]); break;
-      case OpKind::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, a[0]); break;
-      case OpKind::Rsqrt: r = b_.CreateFDiv(fconst(a[0], 1.0), intrinsic(llvm::Intrinsic::sqrt, a[0])); break;
-      case OpKind::Reciprocal: r = b_.CreateFDiv(fconst(a[0], 1.0), a[0]); break;
-      case OpKind::Sin: r = intrinsic(llvm::Intrinsic::sin, a[0]); break;
-      case OpKind::Cos: r = intrinsic(llvm::Intrinsic::cos, a[0]); break;
-      case OpKind::Floor: r = intrinsic(llvm::Intrinsic::floor, a[0]); break;
-      case OpKind::Relu:
-        // x > 0 or NaN keeps x; -0.0 becomes +0.0.
-        r = fl ? b_.CreateSelect(b_.CreateFCmpUGT(a[0], fconst(a[0], 0.0)), a[0], fconst(a[0], 0.0))
-               : intrinsic(llvm::Intrinsic::smax, a[0], llvm::Constant::getNullValue(a[0]->getType()));
-        break;
-      case OpKind::Not: r = b_.CreateNot(a[0]); break;
-      case OpKind::Cast: return convert(b_, argType, e.dtype, a[0]);
-      case OpKind::Add: r = fl ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]); break;
-      case OpKind::Sub: r = fl ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]); break;
-      case OpKind::Mul: r = fl ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]); break;
-      case OpKind::Div:
-        if (fl) {
-          r = b_.CreateFDiv(a[0], a[1]);
-        } else {  // x / 0 = 0; x / -1 wraps; the divisor fed to sdiv is never 0 or -1
-          llvm::Type* t = a[1]->getType();
-          llvm::Value* zero = b_.CreateICmpEQ(a[1], llvm::ConstantInt::get(t, 0));
-          llvm::Value* minusOne = b_.CreateICmpEQ(a[1], llvm::ConstantInt::getSigned(t, -1));
-          llvm::Value* safe = b_.CreateSelect(b_.CreateOr(zero, minusOne), llvm::ConstantInt::get(t, 1), a[1]);
-          r = b_.CreateSelect(zero, llvm::ConstantInt::get(t, 0),
-                              b_.CreateSelect(minusOne, b_.CreateNeg(a[0]), b_.CreateSDiv(a[0], safe)));
-        }
-        break;
-      case OpKind::Pow: r = intrinsic(llvm::Intrinsic::pow, a[0], a[1]); break;
-      case OpKind::Max:
-      case OpKind::Min: {
-        bool max = e.op == OpKind::Max;
-        if (!fl) {
-          r = intrinsic(max ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a[0], a[1]);
-          break;
-        }
-        llvm::Value* pick = max ? b_.CreateFCmpOGT(a[0], a[1]) : b_.CreateFCmpOLT(a[0], a[1]);
-        r = b_.CreateSelect(pick, a[0], a[1]);
-        r = b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(a[0], std::numeric_limits<double>::quiet_NaN()), r);
-        break;
-      }
-      case OpKind::And: r = b_.CreateAnd(a[0], a[1]); break;
-      case OpKind::Or: r = b_.CreateOr(a[0], a[1]); break;
-      case OpKind::Eq: r = fl ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]); break;
-      case OpKind::Ne: r = fl ? b_.CreateFCmpUNE(a[0], a[1]) : b_.CreateICmpNE(a[0], a[1]); break;
-      case OpKind::Lt:
-        r = fl ? b_.CreateFCmpOLT(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpULT(a[0], a[1]) : b_.CreateICmpSLT(a[0], a[1]);
-        break;
-      case OpKind::Le:
-        r = fl ? b_.CreateFCmpOLE(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpULE(a[0], a[1]) : b_.CreateICmpSLE(a[0], a[1]);
-        break;
-      case OpKind::Gt:
-        r = fl ? b_.CreateFCmpOGT(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
-        break;
-      case OpKind::Ge:
-        r = fl ? b_.CreateFCmpOGE(a[0], a[1]) : argType == DType::boolean ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
-        break;
-      case OpKind::Select: r = b_.CreateSelect(a[0], a[1], a[2]); break;
-      default:
-        KILN_THROW("kernel '{}': the CPU backend cannot compute '{}' in a loop nest", k_.name, ir::opName(e.op));
-    }
-    return roundTo(b_, e.dtype, r);
+    llvm::Value* r = emitElementwise(b_, m_, e.op, argType, e.dtype, a);
+    KILN_CHECK(r, "kernel '{}': the CPU backend cannot compute '{}' in a loop nest", k_.name, ir::opName(e.op));
+    return r;
   }
 
   /// The `random` op's draw for counter offset + x (x: i64 scalar or vector), at step 0.
