@@ -6,6 +6,7 @@
 #include "codegen/cpu/PhiloxIR.h"
 #include "codegen/cpu/RenderOps.h"
 #include "kernels/Kernel.h"
+#include "kernels/Simplify.h"
 #include "support/Error.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -24,48 +25,6 @@ using kernels::Expr;
 using kernels::Kernel;
 using kernels::LoopNest;
 using ir::OpKind;
-
-// ---------------------------------------------------------------------------------------------
-// Domain simplification: drop dimensions of size 1 and merge neighbours that every affine map
-// walks contiguously (coeff[d] == coeff[d+1] * size[d+1]), so an elementwise kernel over
-// contiguous tensors becomes one long lane dimension. `group[d]` fences merges (a contraction
-// epilogue keeps its batch, M and N dimensions apart).
-
-template <typename F>
-void forEachAffine(LoopNest& n, F&& f) {
-  for (kernels::Load& l : n.loads) {
-    f(l.map.index);
-    for (auto& b : l.map.bounds) f(b.value);
-  }
-  for (Expr& e : n.exprs)
-    if (e.kind == Expr::Kind::Coord || e.kind == Expr::Kind::Random) f(e.index);
-  for (kernels::Store& s : n.stores) f(s.map.index);
-}
-
-void eraseDim(LoopNest& n, std::vector<int>& group, size_t d) {
-  n.domain.erase(n.domain.begin() + static_cast<ptrdiff_t>(d));
-  n.reduced.erase(n.reduced.begin() + static_cast<ptrdiff_t>(d));
-  group.erase(group.begin() + static_cast<ptrdiff_t>(d));
-  forEachAffine(n, [&](Affine& a) { a.coeff.erase(a.coeff.begin() + static_cast<ptrdiff_t>(d)); });
-}
-
-LoopNest simplify(const LoopNest& in, std::vector<int>& group) {
-  LoopNest n = in;
-  for (size_t d = n.domain.size(); d-- > 0;)
-    if (n.domain[d] == 1) eraseDim(n, group, d);
-  for (size_t d = n.domain.size(); d-- > 1;) {
-    size_t e = d - 1;  // merge e into d
-    if (n.reduced[e] != n.reduced[d] || group[e] != group[d]) continue;
-    bool contiguous = true;
-    forEachAffine(n, [&](Affine& a) { contiguous = contiguous && a.coeff[e] == a.coeff[d] * n.domain[d]; });
-    if (!contiguous) continue;
-    n.domain[d] *= n.domain[e];
-    eraseDim(n, group, e);
-  }
-  return n;
-}
-
-// ---------------------------------------------------------------------------------------------
 
 /// The accumulator dtype of a contraction tile (Gemm.h AccType) as a kiln dtype.
 DType accDType(AccType t) {
@@ -452,11 +411,11 @@ class KernelRenderer {
   /// nest's work items. Returns it with the item count and the grain for the thread pool.
   std::pair<llvm::Function*, std::array<int64_t, 2>> renderNest(const LoopNest& source, size_t index) {
     std::vector<int> group(source.domain.size(), 0);
-    LoopNest nest = simplify(source, group);
+    LoopNest nest = kernels::simplifyNest(source, group);
     if (nest.domain.empty()) {  // a single point
       nest.domain = {1};
       nest.reduced = {false};
-      forEachAffine(nest, [](Affine& a) { a.coeff = {0}; });
+      kernels::forEachAffine(nest, [](Affine& a) { a.coeff = {0}; });
     }
     nest_ = &nest;
     lane_ = nest.domain.size() - 1;
@@ -577,7 +536,7 @@ class KernelRenderer {
     for (int g = 0; g < 3; ++g) group.insert(group.end(), static_cast<size_t>(split[g]), g);
     KILN_CHECK(group.size() == source.domain.size(), "kernel '{}': epilogue domain rank {} != result rank {}",
                k_.name, source.domain.size(), group.size());
-    LoopNest nest = simplify(source, group);
+    LoopNest nest = kernels::simplifyNest(source, group);
     nest_ = &nest;
     lane_ = nest.domain.empty() ? 0 : nest.domain.size() - 1;
     std::array<std::vector<size_t>, 3> dims;

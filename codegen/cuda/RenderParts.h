@@ -1,0 +1,21 @@
+// The parts of the CUDA renderer (Render.h), one per kind of kernel description; renderKernel
+// dispatches to them. Internal to codegen/cuda.
+#pragma once
+
+#include "codegen/cuda/Render.h"
+
+namespace kiln::cuda {
+
+/// Loop, reduction and multi kernels (RenderNest.cpp).
+RenderedKernel renderNestKernel(const kernels::Kernel& k, const RenderOptions& options);
+
+/// Kernels of kind op: pooling and its gradients, gather, scatter_add, one_hot, concat,
+/// argmax/argmin, slice_grad, random with a step counter (RenderOps.cpp).
+RenderedKernel renderOpKernel(const kernels::Kernel& k, const RenderOptions& options);
+
+/// Contraction kernels: matmul, conv2d and both conv gradients with their epilogue nest — a
+/// cuBLASLt step (matmul forms, when options.blasLt) or the generated GEMM with the epilogue fused
+/// (RenderGemm.cpp).
+RenderedKernel renderContraction(const kernels::Kernel& k, const RenderOptions& options);
+
+}  // namespace kiln::cuda
