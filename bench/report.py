@@ -15,6 +15,13 @@ are a few percent at most and are left out): a forward layer is 2·B·in·out (a
 2·B·Cout·Hout·Wout·Cin·kh·kw); a training step adds the weight gradient of every layer and the
 input gradient of every layer but the first, whose input is data. A GEMM workload
 gemm/LAYOUT/MxNxK/tT is 2·M·N·K on T threads; training and inference workloads run on --threads.
+
+    python3 bench/report.py --gpu KILN.jsonl TORCH.jsonl
+
+The GPU benchmark (issue 6; scripts/gpu-check): kiln_bench_gpu's lines (impl kiln-cuda, kiln-cpu,
+cublaslt) and bench/torch_gpu_anchor.py's (torch-eager, torch-compile*) as one table per workload,
+issue 6's targets with their measured values, compile times side by side, the cuBLASLt GEMMs, and
+every failed or skipped measurement.
 """
 import argparse
 import json
@@ -85,7 +92,12 @@ def main():
     ap.add_argument("files", nargs="*", default=["-"])
     ap.add_argument("--threads", type=int, default=2, help="threads of the train/ and infer/ workloads")
     ap.add_argument("--all", action="store_true", help="also list every implementation's median")
+    ap.add_argument("--gpu", nargs=2, metavar=("KILN", "TORCH"),
+                    help="the GPU benchmark's report from kiln_bench_gpu's and torch_gpu_anchor.py's JSON lines")
     args = ap.parse_args()
+    if args.gpu:
+        import report_gpu
+        return report_gpu.report(args.gpu[0], args.gpu[1])
 
     times, order, peaks, skipped, notes, memory = {}, [], {}, {}, [], []
     for rec in read_records(args.files):
@@ -165,4 +177,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

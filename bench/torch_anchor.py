@@ -111,8 +111,12 @@ def make_data(name, batch, gen):
     return x, y
 
 
-def make_optimizer(kind, params, foreach):
+def make_optimizer(kind, params, foreach, fused=False):
+    """The benchmark's optimizers (Adam lr 1e-3, SGD lr 1e-2). fused: Adam's single fused kernel
+    (CUDA only; bench/torch_gpu_anchor.py)."""
     if kind == "adam":
+        if fused:
+            return torch.optim.Adam(params, lr=1e-3, fused=True)
         return torch.optim.Adam(params, lr=1e-3, foreach=foreach)
     return torch.optim.SGD(params, lr=1e-2, foreach=foreach)
 

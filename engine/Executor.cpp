@@ -1,6 +1,9 @@
 #include "engine/Executor.h"
 
 #include "codegen/cpu/Program.h"
+#ifdef KILN_HAVE_CUDA
+#include "codegen/cuda/Program.h"
+#endif
 #include "passes/Pipeline.h"
 #include "support/Error.h"
 
@@ -64,6 +67,7 @@ class CpuExecutor final : public Executor {
     ir::Graph compiled = g.clone();
     passes::PassContext ctx;
     ctx.dumpDir = options.dumpDir;
+    ctx.precision = options.precision;
     passes::compileGraph(compiled, ctx);
     cpu::ProgramOptions po;
     po.dumpDir = options.dumpDir;
@@ -84,18 +88,63 @@ class CpuExecutor final : public Executor {
   double compileMs_ = 0;
 };
 
+#ifdef KILN_HAVE_CUDA
+class CudaExecutor final : public Executor {
+ public:
+  CudaExecutor(const ir::Graph& g, const ExecutorOptions& options) {
+    auto t0 = std::chrono::steady_clock::now();
+    ir::Graph compiled = g.clone();
+    passes::PassContext ctx;
+    ctx.dumpDir = options.dumpDir;
+    ctx.precision = options.precision;
+    passes::compileGraph(compiled, ctx);
+    cuda::ProgramOptions po;
+    po.dumpDir = options.dumpDir;
+    program_ = cuda::Program::compile(compiled, po);
+    compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  interp::TensorMap run(const interp::TensorMap& inputs) override {
+    return program_->run(graphInputs(program_->graph(), inputs));
+  }
+  void setParams(const interp::TensorMap& params) override { program_->setParams(known(program_->graph(), params)); }
+  interp::TensorMap params() const override { return program_->params(); }
+  Target target() const override { return Target::Cuda; }
+  double compileMs() const override { return compileMs_; }
+
+ private:
+  std::unique_ptr<cuda::Program> program_;
+  double compileMs_ = 0;
+};
+#endif
+
 }  // namespace
 
 Target parseTarget(std::string_view name) {
   if (name == "cpu") return Target::Cpu;
   if (name == "interp") return Target::Interp;
-  KILN_THROW("unknown target '{}' (targets: cpu, interp)", name);
+  if (name == "cuda") return Target::Cuda;
+  KILN_THROW("unknown target '{}' (targets: cpu, cuda, interp)", name);
 }
 
-const char* targetName(Target t) { return t == Target::Cpu ? "cpu" : "interp"; }
+const char* targetName(Target t) {
+  switch (t) {
+    case Target::Cpu: return "cpu";
+    case Target::Cuda: return "cuda";
+    case Target::Interp: return "interp";
+  }
+  return "?";
+}
 
 std::unique_ptr<Executor> Executor::create(const ir::Graph& graph, const ExecutorOptions& options) {
   if (options.target == Target::Interp) return std::make_unique<InterpExecutor>(graph);
+  if (options.target == Target::Cuda) {
+#ifdef KILN_HAVE_CUDA
+    return std::make_unique<CudaExecutor>(graph, options);
+#else
+    KILN_THROW("target cuda: this kiln was built without the CUDA toolkit (no CUDA backend)");
+#endif
+  }
   return std::make_unique<CpuExecutor>(graph, options);
 }
 

@@ -3,6 +3,8 @@
 //
 //   cpu     the LLVM CPU backend (the default): the default pass pipeline, then one JIT-compiled
 //           program of vectorized, multi-threaded kernels (codegen/cpu/Program.h)
+//   cuda    the CUDA backend: the same pipeline, then one NVRTC-compiled program of kernels and
+//           cuBLASLt products on a GPU, replayed as a CUDA graph (codegen/cuda/Program.h)
 //   interp  the reference interpreter: slow and obvious, the oracle
 //
 //   auto step = kiln::engine::Executor::create(model.trainStep);      // --target cpu
@@ -23,14 +25,16 @@
 
 namespace kiln::engine {
 
-enum class Target { Cpu, Interp };
+enum class Target { Cpu, Cuda, Interp };
 
-/// "cpu" or "interp"; kiln::Error listing the targets for anything else.
+/// "cpu", "cuda" or "interp"; kiln::Error listing the targets for anything else.
 Target parseTarget(std::string_view name);
 const char* targetName(Target t);
 
 struct ExecutorOptions {
   Target target = Target::Cpu;
+  /// The amp pass's policy: f32, or bf16/f16 contractions with f32 accumulation.
+  passes::Precision precision = passes::Precision::F32;
   /// When set, the compilation is dumped there (pass by pass, kernels, and for cpu each kernel's
   /// LLVM IR and assembly; see docs/CLI.md "Dumps").
   std::string dumpDir;

@@ -7,6 +7,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include <cmath>
+#include <limits>
 
 namespace kiln::cpu {
 
@@ -160,7 +161,12 @@ llvm::Value* convert(llvm::IRBuilderBase& b, DType from, DType to, llvm::Value* 
   if (isFloat(to) && narrow16)  // exact in f64 up to 2^53, then rounded once
     return roundTo(b, to, roundToOdd(b, b.CreateSIToFP(v, sameShape(vt, b.getDoubleTy()))));
   if (isFloat(to)) return roundTo(b, to, b.CreateSIToFP(v, target));
-  return roundTo(b, to, v);  // int → int wraps
+  if (to == DType::i32) {  // i64 → i32 saturates (docs/IR.md), unlike an op result, which wraps
+    llvm::Value* lo = llvm::ConstantInt::get(vt, static_cast<uint64_t>(int64_t{std::numeric_limits<int32_t>::min()}));
+    llvm::Value* hi = llvm::ConstantInt::get(vt, static_cast<uint64_t>(int64_t{std::numeric_limits<int32_t>::max()}));
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, v, lo), hi);
+  }
+  return v;
 }
 
 llvm::Value* constant(llvm::IRBuilderBase& b, DType t, double value, int lanes) {

@@ -157,6 +157,25 @@ TEST(CpuBackend, ElementwiseOpsOnAwkwardShapes) {
       }
 }
 
+TEST(CpuBackend, NarrowingIntegerCastSaturates) {
+  // i64 → i32 saturates (docs/IR.md), where i32 arithmetic wraps.
+  ir::Graph g = ir::parseGraph(expand("graph @g(%x: i64[6]) {\n  %y = cast(%x) {dtype=i32} : i32[6]\n"
+                                      "  %w = add(%y, %y) : i32[6]\n  return %y, %w\n}\n"),
+                               "narrow.kir");
+  rt::HostTensor x(DType::i64, {6});
+  const double values[] = {5e9, -5e9, 2147483647, -2147483648.0, 2147483648.0, -7};
+  for (int64_t i = 0; i < 6; ++i) x.set(i, values[i]);
+  interp::TensorMap in{{"x", x}};
+  interp::TensorMap want = interp::run(g, in);
+  EXPECT_EQ(want.at("y").at(0), 2147483647);
+  EXPECT_EQ(want.at("w").at(0), -2);  // 2 · (2^31 − 1) wraps
+  for (int threads : {1, 2}) {
+    interp::TensorMap got = compileFor(g, threads)->run(in);
+    for (const char* name : {"y", "w"})
+      for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(got.at(name).at(i), want.at(name).at(i)) << name << "[" << i << "]";
+  }
+}
+
 TEST(CpuBackend, IntegerBoolAndCastOps) {
   for (int threads : {1, 2})
     for (std::vector<int64_t> shape : {std::vector<int64_t>{1}, {7}, {257}, {5, 33}}) {

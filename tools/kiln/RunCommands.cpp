@@ -104,13 +104,13 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       bool print = false;
     };
     auto o = std::make_shared<Options>();
-    auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (LLVM CPU backend or reference interpreter)");
+    auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (LLVM CPU backend, CUDA backend or reference interpreter)");
     cmd->add_option("FILE", o->file, ".kir file")->required();
     cmd->add_option("--inputs", o->inputsPath, "safetensors file with one tensor per graph input");
     cmd->add_option("--weights", o->weightsPath, "safetensors file with parameters (others use their initializers)");
     cmd->add_option("--out", o->outPath, "write the outputs to this safetensors file");
-    cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend) or interp (the reference interpreter)")
-        ->check(CLI::IsMember({"cpu", "interp"}));
+    cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0) or interp (the reference interpreter)")
+        ->check(CLI::IsMember({"cpu", "cuda", "interp"}));
     cmd->add_flag("--print", o->print, "print every output");
     addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
@@ -148,9 +148,9 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       auto t0 = std::chrono::steady_clock::now();
       interp::TensorMap outputs = exec->run(graphInputs);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (target == engine::Target::Cpu)
-        std::fprintf(stderr, "ran @%s on the CPU backend in %.2f ms (compiled in %.0f ms)\n", g.name().c_str(), ms,
-                     exec->compileMs());
+      if (target != engine::Target::Interp)
+        std::fprintf(stderr, "ran @%s on the %s backend in %.2f ms (compiled in %.0f ms)\n", g.name().c_str(),
+                     target == engine::Target::Cpu ? "CPU" : "CUDA", ms, exec->compileMs());
       else
         std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
       std::vector<std::string> classNames;

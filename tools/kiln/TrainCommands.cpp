@@ -133,8 +133,8 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--seed", o->seed, "seed of the initializers and the shuffling");
   cmd->add_option("--save", o->save, "write the trained parameters to this safetensors file");
-  cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend) or interp (the reference interpreter)")
-      ->check(CLI::IsMember({"cpu", "interp"}));
+  cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0) or interp (the reference interpreter)")
+      ->check(CLI::IsMember({"cpu", "cuda", "interp"}));
   addDumpOption(cmd, o->dumpDir);
   commands.emplace_back(cmd, [o] {
     const engine::Target target = engine::parseTarget(o->target);
@@ -168,7 +168,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
                 o->model.c_str(), o->data.c_str(), static_cast<long long>(train.size()),
                 static_cast<long long>(o->batch), o->optimizer.c_str(), o->lr, step.params().size(),
                 engine::targetName(target),
-                target == engine::Target::Cpu ? fmt::format(" (compiled in {:.0f} ms)", exec->compileMs()).c_str() : "");
+                target != engine::Target::Interp ? fmt::format(" (compiled in {:.0f} ms)", exec->compileMs()).c_str() : "");
 
     std::vector<int64_t> order(train.size());
     std::iota(order.begin(), order.end(), 0);

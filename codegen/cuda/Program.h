@@ -1,0 +1,90 @@
+// kiln::cuda::Program — a whole graph (an inference graph or a training step) compiled by the CUDA
+// backend and run on one device.
+//
+//   compile  lowers the graph's kernels (kernels::lowerGraph), renders each (Render.h) into one
+//            CUDA C++ translation unit, compiles it once with NVRTC for the device's architecture
+//            (cached by hash in memory and, optionally, on disk) and loads the cubin
+//   memory   everything lives on the device for the program's life: the plan's arena for the
+//            intermediates, parameters and optimizer state, outputs and update values, constant
+//            data (uploaded once), the graph inputs (uploaded once per run), one scratch area for
+//            the kernels that need one, cuBLASLt's workspace. Before allocating, the bytes needed
+//            are checked against the device's free memory.
+//   run      copies the inputs to the device (through pinned buffers), runs every step — kernel
+//            launches and cuBLASLt products — on one stream, copies the new parameter values over
+//            the parameters (device to device) and the outputs back. The first run executes the
+//            steps directly (cuBLASLt plans are built, shared-memory limits raised); from the
+//            second on, the whole run — uploads, steps, updates, downloads — replays as one CUDA
+//            graph: the host does one memcpy per input and output and one graph launch.
+//
+// The header includes no CUDA header.
+#pragma once
+
+#include "interp/Interpreter.h"
+#include "ir/Graph.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::cuda {
+
+struct ProgramOptions {
+  int device = 0;
+  /// Matmul-form contractions through cuBLASLt (else the generated GEMM).
+  bool blasLt = true;
+  /// Replay runs as a CUDA graph from the second run on.
+  bool graphs = true;
+  /// When set, writes DIR/program.cu and DIR/program.ptx and, per kernel, DIR/kernels/NAME.cu and
+  /// DIR/kernels/NAME.ptx, where NAME ("k3_matmul_add_relu") says which ops the kernel holds.
+  std::string dumpDir;
+  /// When set, compiled cubins are cached there by the hash of their source and architecture
+  /// (e.g. ~/.cache/kiln/cuda); the in-memory cache works without it.
+  std::string cacheDir;
+};
+
+/// Figures of a compiled program.
+struct ProgramStats {
+  int kernels = 0;              // kernel descriptions
+  int launches = 0, blasCalls = 0;  // steps of one run
+  double lowerMs = 0, renderMs = 0;
+  double nvrtcMs = 0;           // 0 on a cache hit
+  double loadMs = 0;            // cuModuleLoadData
+  bool cacheHit = false;
+  std::string arch;             // "sm_90"
+  int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0, deviceBytes = 0;  // deviceBytes: all of it
+  size_t graphNodes = 0;        // of the captured CUDA graph (after the second run)
+};
+
+class Program {
+ public:
+  /// Compiles `graph` (after passes::compileGraph) for CUDA device options.device. Throws
+  /// kiln::Error: "no CUDA device" without one, naming the kernel on a render or NVRTC failure
+  /// (with NVRTC's log), and with the bytes needed and free when the program does not fit.
+  static std::unique_ptr<Program> compile(const ir::Graph& graph, const ProgramOptions& options = {});
+  ~Program();
+
+  /// Runs the graph once (see the file comment); same contract as cpu::Program::run.
+  interp::TensorMap run(const interp::TensorMap& inputs);
+  /// Replaces parameters by name (each must exist and match exactly); uploads them.
+  void setParams(const interp::TensorMap& params);
+  /// The current parameters, downloaded.
+  interp::TensorMap params() const;
+
+  const ir::Graph& graph() const;
+  const ProgramStats& stats() const;
+  std::vector<std::string> kernelNames() const;
+  /// Milliseconds of device time of the last run (CUDA events around the steps).
+  double lastRunDeviceMs() const;
+
+ private:
+  Program();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The CUDA C++ source of `graph`'s kernels for SM architecture `sm` (80, 90): what Program
+/// compiles, without a device. For tests and `kiln` dumps on machines without a GPU.
+std::string programSourceFor(const ir::Graph& graph, int sm, bool blasLt = true);
+
+}  // namespace kiln::cuda
