@@ -184,27 +184,35 @@ class Fuser {
     return out;
   }
 
-  // Whether a path from group a to group b (or back) passes through a node of neither.
-  bool pathOutside(int a, int b) const {
-    std::unordered_set<int> inA(members_[a].begin(), members_[a].end()), inB(members_[b].begin(), members_[b].end());
-    auto reaches = [&](const std::unordered_set<int>& from, const std::unordered_set<int>& to) {
-      int limit = *std::max_element(to.begin(), to.end());
-      std::vector<int> stack;
-      std::unordered_set<int> seen;
-      for (int i : from)
-        for (int u : users_[i])
-          if (!from.count(u) && !to.count(u) && u < limit && seen.insert(u).second) stack.push_back(u);
+  // Whether a path from group a to group b (or back) passes through another group, which merging
+  // them would turn into a cycle of kernels. The groups start as single nodes and every merge is
+  // checked here, so the kernel graph stays acyclic. The search walks groups, not nodes: a group
+  // runs as one kernel, so whatever reads any of its members waits for all of its inputs, and a
+  // path may enter a group by one member and leave it by another, unrelated one. (In an f16 Adam
+  // step, the overflow check's reduction kernel reads the gradient's kernel and also computes the
+  // bias corrections; a search over nodes let the gradient's kernel absorb their consumer.) Node
+  // indices do not bound such a path, since a group's members lie on both sides of b's.
+  bool pathOutside(int a, int b) {
+    auto reaches = [&](int from, int to) {
+      std::vector<bool> seen(parent_.size());
+      std::vector<int> stack = {from};
+      seen[from] = true;
       while (!stack.empty()) {
         int x = stack.back();
         stack.pop_back();
-        for (int u : users_[x]) {
-          if (to.count(u)) return true;
-          if (!from.count(u) && u < limit && seen.insert(u).second) stack.push_back(u);
-        }
+        for (int m : members_[x])
+          for (int u : users_[m]) {
+            int y = find(u);
+            if (y == to && x != from) return true;
+            if (y != to && !seen[y]) {
+              seen[y] = true;
+              stack.push_back(y);
+            }
+          }
       }
       return false;
     };
-    return reaches(inA, inB) || reaches(inB, inA);
+    return reaches(a, b) || reaches(b, a);
   }
 
   std::string tryMerge(int a, int b, KernelKind forced = KernelKind::Loop, bool force = false) {
