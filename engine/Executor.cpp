@@ -60,18 +60,21 @@ class InterpExecutor final : public Executor {
   interp::TensorMap params_;
 };
 
-class CpuExecutor final : public Executor {
+/// A compiled backend: the default pipeline (with the precision policy), then the backend's Program
+/// (cpu::Program or cuda::Program, which share their interface).
+template <typename Program, typename ProgramOptions, Target kTarget>
+class CompiledExecutor final : public Executor {
  public:
-  CpuExecutor(const ir::Graph& g, const ExecutorOptions& options) {
+  CompiledExecutor(const ir::Graph& g, const ExecutorOptions& options) {
     auto t0 = std::chrono::steady_clock::now();
     ir::Graph compiled = g.clone();
     passes::PassContext ctx;
     ctx.dumpDir = options.dumpDir;
     ctx.precision = options.precision;
     passes::compileGraph(compiled, ctx);
-    cpu::ProgramOptions po;
+    ProgramOptions po;
     po.dumpDir = options.dumpDir;
-    program_ = cpu::Program::compile(compiled, po);
+    program_ = Program::compile(compiled, po);
     compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -80,43 +83,13 @@ class CpuExecutor final : public Executor {
   }
   void setParams(const interp::TensorMap& params) override { program_->setParams(known(program_->graph(), params)); }
   interp::TensorMap params() const override { return program_->params(); }
-  Target target() const override { return Target::Cpu; }
+  Target target() const override { return kTarget; }
   double compileMs() const override { return compileMs_; }
 
  private:
-  std::unique_ptr<cpu::Program> program_;
+  std::unique_ptr<Program> program_;
   double compileMs_ = 0;
 };
-
-#ifdef KILN_HAVE_CUDA
-class CudaExecutor final : public Executor {
- public:
-  CudaExecutor(const ir::Graph& g, const ExecutorOptions& options) {
-    auto t0 = std::chrono::steady_clock::now();
-    ir::Graph compiled = g.clone();
-    passes::PassContext ctx;
-    ctx.dumpDir = options.dumpDir;
-    ctx.precision = options.precision;
-    passes::compileGraph(compiled, ctx);
-    cuda::ProgramOptions po;
-    po.dumpDir = options.dumpDir;
-    program_ = cuda::Program::compile(compiled, po);
-    compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
-
-  interp::TensorMap run(const interp::TensorMap& inputs) override {
-    return program_->run(graphInputs(program_->graph(), inputs));
-  }
-  void setParams(const interp::TensorMap& params) override { program_->setParams(known(program_->graph(), params)); }
-  interp::TensorMap params() const override { return program_->params(); }
-  Target target() const override { return Target::Cuda; }
-  double compileMs() const override { return compileMs_; }
-
- private:
-  std::unique_ptr<cuda::Program> program_;
-  double compileMs_ = 0;
-};
-#endif
 
 }  // namespace
 
@@ -140,12 +113,12 @@ std::unique_ptr<Executor> Executor::create(const ir::Graph& graph, const Executo
   if (options.target == Target::Interp) return std::make_unique<InterpExecutor>(graph);
   if (options.target == Target::Cuda) {
 #ifdef KILN_HAVE_CUDA
-    return std::make_unique<CudaExecutor>(graph, options);
+    return std::make_unique<CompiledExecutor<cuda::Program, cuda::ProgramOptions, Target::Cuda>>(graph, options);
 #else
     KILN_THROW("target cuda: this kiln was built without the CUDA toolkit (no CUDA backend)");
 #endif
   }
-  return std::make_unique<CpuExecutor>(graph, options);
+  return std::make_unique<CompiledExecutor<cpu::Program, cpu::ProgramOptions, Target::Cpu>>(graph, options);
 }
 
 }  // namespace kiln::engine

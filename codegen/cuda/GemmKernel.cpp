@@ -24,6 +24,7 @@
 // mma.sync.aligned.m16n8k16.row.col with f32 accumulators, whose (row, column) per register is
 // the documented fragment layout: c0,c1 at (lane/4, 2·(lane%4) + {0,1}), c2,c3 eight rows below.
 #include "codegen/cuda/GemmTile.h"
+#include "codegen/cuda/RenderParts.h"
 
 #include "codegen/cuda/ExprEmitter.h"
 #include "codegen/cuda/Render.h"
@@ -41,8 +42,6 @@ namespace {
 using kernels::Affine;
 
 constexpr int64_t kWave = 132;  // SMs of an H100: a grid smaller than this leaves SMs idle
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string lit(int64_t v) {
   if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min()) return fmt::format("({}LL)", v);

@@ -46,17 +46,6 @@ using ir::OpKind;
 constexpr int kBlock = 256;
 constexpr int64_t kMaxBlocks = 4096;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// A kernel name as a C identifier.
-std::string identifier(const std::string& name) {
-  std::string s = name;
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "k_" + s;
-  return s;
-}
-
 /// The accumulator dtype of a product of `operand` values: f32 for f32/f16/bf16, f64, else i64.
 DType accumulatorType(DType operand) {
   switch (operand) {

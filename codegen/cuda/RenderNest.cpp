@@ -62,17 +62,6 @@ constexpr int64_t kWarpMax = 1024;
 /// points a column reduction needs no cooperation between threads.
 constexpr int64_t kBusyThreads = 32768;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// A kernel name as a C identifier.
-std::string identifier(const std::string& name) {
-  std::string s = name;
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "k_" + s;
-  return s;
-}
-
 /// A nest after simplification: its kept and reduced dimensions and sizes.
 struct Shape {
   LoopNest nest;

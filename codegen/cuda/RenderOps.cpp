@@ -44,8 +44,6 @@ using ir::OpKind;
 constexpr int kBlock = 256;
 constexpr int64_t kMaxBlocks = 4096;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 int64_t product(const ir::Shape& s, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t d = from; d < to; ++d) p *= s[d];
@@ -54,15 +52,6 @@ int64_t product(const ir::Shape& s, size_t from, size_t to) {
 
 /// An attribute with one value per spatial dimension, or one for both.
 int64_t spatial(const ir::Ints& v, size_t i) { return v.size() == 1 ? v[0] : v.at(i); }
-
-/// A kernel name as a C identifier.
-std::string identifier(const std::string& name) {
-  std::string s = name;
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "k_" + s;
-  return s;
-}
 
 class OpRenderer {
  public:

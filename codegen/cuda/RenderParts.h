@@ -4,7 +4,22 @@
 
 #include "codegen/cuda/Render.h"
 
+#include <cctype>
+#include <cstdint>
+#include <string>
+
 namespace kiln::cuda {
+
+/// A kernel name as a C identifier (entry points are named after their kernel).
+inline std::string identifier(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "k_" + s;
+  return s;
+}
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Loop, reduction and multi kernels (RenderNest.cpp).
 RenderedKernel renderNestKernel(const kernels::Kernel& k, const RenderOptions& options);
