@@ -117,6 +117,7 @@ void run(cpu::Jit& jit, const Shape& s) {
   const size_t out = static_cast<size_t>(k.outputs.at(0));
   cpu::emitContraction(*m, "gemm", k, copyEpilogue(*m, out, form.groups * form.m, form.n), isa);
   cpu::CompileOptions options;
+  options.pipeline = cpu::CompileOptions::Pipeline::Light;  // as cpu::Program compiles kernels
   if (const char* dir = std::getenv("KILN_GEMM_DUMP")) options.dumpDir = dir, options.dumpStem = "gemm";
   auto compiled = jit.compile(std::move(m), options);
   auto fn = compiled->fn<void(void**, void*)>("gemm");

@@ -1,17 +1,15 @@
 // The packed, register-blocked GEMM of contraction kernels, after BLIS (Van Zee and van de Geijn,
-// "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", TOMS 2015), in LLVM IR.
+// "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", TOMS 2015), in LLVM IR. This
+// file chooses the blocking and emits each kernel function and its descriptor; the work itself is
+// done by functions every contraction of a module shares (GemmEmitter.h).
 //
 // Work items. The product [batch, M, N] of the kernel's GEMM form (kernels/Gemm.h) is cut into
 // C blocks of at most MB × NB. One work item computes one block over all of K into a tile in its
 // thread's scratch slot and hands the tile to the epilogue, so every block is finished, and
-// leaves the cache, exactly once. The chunks of one kiln_parallel_for each claim a slot, then
-// claim items one at a time from a shared counter (both counters live in the scratch header), so
-// a thread that starts late or runs slower simply takes fewer items. Which thread computes an
-// item never changes its result: the output is the same for every thread count.
+// leaves the cache, exactly once (GemmDriver.cpp). Which thread computes an item never changes
+// its result: the output is the same for every thread count. One item, for each KC-deep slice:
 //
-// One item, for each KC-deep slice of K:
-//
-//     pack B[slice, n block] into panels KC × NR           (GemmPack.cpp)
+//     pack B[slice, n block] into panels KC × NR           (GemmKernels.cpp, GemmPack.cpp)
 //     pack A[m block, slice] into panels MR × KC
 //     for each B panel, for each A panel:
 //         micro-kernel: tile[MR × NR] (+)= A panel · B panel
@@ -39,8 +37,17 @@
 //   - the tile (MB × NB, 288 KiB) is read and written once per K slice (L2/L3), and is in cache
 //     when the epilogue reads it;
 //   - packed B (KC × NB = 512 KiB per slice, up to 4 MiB for all of K) streams from L3.
-// A is packed ⌈N / NB⌉ times (2·NB flops per packed element); B once per thread and N block, or,
-// when K is too deep to keep it, once per item (2·MB flops per packed element).
+// A is packed ⌈N / NB⌉ times (2·NB flops per packed element); B once per thread and N block.
+//
+// Split K. When K is too deep to keep B packed (about 8200 and more for f32 with NB of 128 and
+// more), packing B once per item would cost as much as a fifth of the product (the weight
+// gradient Aᵀ·B of a large batch). Instead K is split into kSplitsMost parts, and an item
+// computes one part for one N block over all of M into the part's partial product (in the
+// scratch, under kSplitBudget): B is packed once per slice and reused by every M block. A second
+// phase sums the parts in order and hands each MB × NB block to the epilogue. The parts do not
+// depend on the thread count, so neither do the sums.
+//
+// Small M. Products of at most 8 rows (batch-1 inference) stream B unpacked (GemmSmall.cpp).
 //
 // Parallelism: GEMMs under kParallelFlops run on the calling thread (the grain is the item count,
 // so kiln_parallel_for runs them inline). Larger ones split their blocks until there are at least
@@ -48,6 +55,15 @@
 //
 // f64 accumulates in f64 and integers in wrapping i64, with the same blocking and micro-kernel on
 // their own vector types.
+//
+// Compile time. The kernel function of a contraction is a few instructions: it points
+// kiln_parallel_for at a shared driver with the kernel's descriptor (its sizes, blocking,
+// strides, packing routines and epilogue). The drivers, the micro-kernel (per tile and
+// accumulator type) and the packing of strided operands (per operand dtype and contiguous
+// dimension, for A and B alike: every matmul operand) are emitted once per module and never
+// inlined, so LLVM optimizes and compiles each once however many contractions a program has;
+// their calls cost nothing next to the work of a micro-tile or a panel. Only operands read
+// through convolution windows get packing routines of their own (GemmPack.cpp).
 #include "codegen/cpu/Gemm.h"
 
 #include "codegen/cpu/GemmEmitter.h"
@@ -55,6 +71,8 @@
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -64,12 +82,9 @@ namespace gemm {
 namespace {
 
 constexpr double kParallelFlops = 2.0 * (1 << 20);  // below: one thread (≈ 30 µs of work)
-constexpr int64_t kHeaderBytes = 64;                // scratch header: slot and item counters
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
-int64_t align64(int64_t bytes) { return roundUp(bytes, 64); }
+constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
+constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
 
 DType operandDType(const kernels::Kernel& k) { return k.buffers.at(k.contraction.a).type.dtype; }
 
@@ -79,9 +94,72 @@ int64_t evenBlock(int64_t size, int64_t most, int64_t unit) {
   return roundUp(ceilDiv(size, ceilDiv(size, most)), unit);
 }
 
+/// Turns `p` (K too deep to keep B packed) into the SplitK blocking when the partial products
+/// fit kSplitBudget; false otherwise.
+bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
+  if (p.kBlocks < 2 * kSplitsMost) return false;
+  p.ldt = roundUp(f.n, p.nr);
+  p.partialBytes = align64(roundUp(f.m, p.mr) * p.ldt * bytes);
+  if (static_cast<double>(kSplitsMost) * static_cast<double>(f.batch) * static_cast<double>(p.partialBytes) >
+      kSplitBudget)
+    return false;
+  p.path = Path::SplitK;
+  p.splits = kSplitsMost;
+  p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
+  p.splits = ceilDiv(p.kBlocks, p.sliceBlocks);  // no empty part
+  p.mBlocks = ceilDiv(f.m, p.mb);
+  p.nBlocks = ceilDiv(f.n, p.nb);
+  p.items = f.batch * p.splits * p.nBlocks;
+  p.reduceItems = f.batch * p.mBlocks * p.nBlocks;
+  p.grain = flops < kParallelFlops ? std::max(p.items, p.reduceItems) : 1;
+  p.packBBytes = packedBytes(1, p.nb, p.nr, p.kc, bytes, p.lanes);
+  p.packABytes = packedBytes(1, p.mb, p.mr, p.kc, bytes, p.lanes);
+  return true;
+}
+
 }  // namespace
 
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+int64_t align64(int64_t bytes) { return roundUp(bytes, 64); }
+int64_t packedBytes(int64_t slices, int64_t rows, int width, int64_t kc, int bytes, int lanes) {
+  return align64(slices * (rows / width) * panelElements(kc, width, lanes) * bytes);
+}
+
+std::optional<Strides> stridesOf(const kernels::GemmForm& f, bool a) {
+  const kernels::GemmOperand& op = a ? f.a : f.b;
+  if (!op.map.bounds.empty() || !op.quotients.empty()) return std::nullopt;
+  const std::vector<int64_t>& rowDims = a ? f.mDims : f.nDims;
+  const size_t rowAt = f.batchDims.size() + (a ? 0 : f.kDims.size());
+  const size_t kAt = f.batchDims.size() + (a ? f.mDims.size() : 0);
+  std::optional<int64_t> row = groupStride(op.map.index, rowAt, rowDims);
+  std::optional<int64_t> k = groupStride(op.map.index, kAt, f.kDims);
+  if (!row || !k) return std::nullopt;
+  Strides s{*row, *k};
+  if ((a ? f.m : f.n) <= 1 && s.k != 1) s.row = 1;
+  if (f.k <= 1 && s.row != 1) s.k = 1;
+  if (s.row != 1 && s.k != 1) return std::nullopt;
+  return s;
+}
+
+std::optional<Strides> sharedStrides(const kernels::GemmForm& f, bool a) {
+  if (f.batchDims.size() > static_cast<size_t>(desc::kMaxBatchRank)) return std::nullopt;
+  return stridesOf(f, a);
+}
+
+std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return 0;
+  const int64_t s = a.coeff[at + dims.size() - 1];
+  int64_t stride = s;
+  for (size_t d = dims.size() - 1; d-- > 0;) {
+    stride *= dims[d + 1];
+    if (dims[d] != 1 && a.coeff[at + d] != stride) return std::nullopt;  // size 1: any coefficient
+  }
+  return s;
+}
+
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
+  if (takesSmallPath(f)) return smallBlocking(f, acc, isa);
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
@@ -98,14 +176,15 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   const int64_t nbFits = kPackedBBudget / bytes / depth / p.nr * p.nr;
   p.reuseB = nbFits >= std::min(p.nb, nbMost / 4);
   if (p.reuseB && nbFits < p.nb) p.nb = evenBlock(f.n, nbFits, p.nr);
+  const double flops = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
+                       static_cast<double>(f.k);
+  if (!p.reuseB && splitK(p, f, bytes, flops)) return p;
   auto count = [&] {
     p.mBlocks = f.m == 0 ? 0 : ceilDiv(f.m, p.mb);
     p.nBlocks = f.n == 0 ? 0 : ceilDiv(f.n, p.nb);
     p.items = f.batch * p.mBlocks * p.nBlocks;
   };
   count();
-  const double flops = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
-                       static_cast<double>(f.k);
   if (flops < kParallelFlops) {
     p.grain = std::max<int64_t>(p.items, 1);
   } else {
@@ -120,9 +199,10 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
       count();
     }
   }
-  p.packBBytes = align64((p.reuseB ? p.kBlocks : 1) * p.kc * p.nb * bytes);
-  p.packABytes = align64(p.mb * p.kc * bytes);
+  p.packBBytes = packedBytes(p.reuseB ? p.kBlocks : 1, p.nb, p.nr, p.kc, bytes, p.lanes);
+  p.packABytes = packedBytes(1, p.mb, p.mr, p.kc, bytes, p.lanes);
   p.tileBytes = align64(p.mb * p.nb * bytes);
+  p.ldt = p.nb;
   return p;
 }
 
@@ -140,6 +220,21 @@ llvm::Function* GemmBuilder::newFunction(const std::string& part, llvm::Function
   KILN_CHECK(!m.getFunction(full), "module already defines '{}'", full);
   auto* f = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, full, m);
   f->setDoesNotThrow();
+  return f;
+}
+
+llvm::Function* GemmBuilder::sharedFunction(const std::string& fullName, llvm::FunctionType* type,
+                                            const std::function<void(llvm::Function*)>& build) {
+  if (llvm::Function* f = m.getFunction(fullName)) {
+    KILN_ASSERT(f->getFunctionType() == type, "shared function '{}' with another type", fullName);
+    return f;
+  }
+  auto* f = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, fullName, m);
+  f->setDoesNotThrow();
+  f->addFnAttr(llvm::Attribute::NoInline);
+  llvm::IRBuilderBase::InsertPointGuard guard(b);
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", f));
+  build(f);
   return f;
 }
 
@@ -216,9 +311,35 @@ llvm::Value* GemmBuilder::toAcc(llvm::Value* v, int lanes) {
   return nullptr;
 }
 
+llvm::Value* GemmBuilder::mulAdd(llvm::Value* x, llvm::Value* y, llvm::Value* z) {
+  if (acc == AccType::I64) return b.CreateAdd(b.CreateMul(x, y), z);
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
+llvm::Value* GemmBuilder::add(llvm::Value* x, llvm::Value* y) {
+  return acc == AccType::I64 ? b.CreateAdd(x, y) : b.CreateFAdd(x, y);
+}
+
+llvm::Value* GemmBuilder::sumLanes(llvm::Value* v) {
+  // Halving: the upper half added to the lower one until one lane is left (the order does not
+  // depend on anything but the lane count).
+  for (int n = plan.lanes / 2; n >= 1; n /= 2) {
+    std::vector<int> low, high;
+    for (int i = 0; i < n; ++i) low.push_back(i), high.push_back(i + n);
+    v = add(b.CreateShuffleVector(v, low), b.CreateShuffleVector(v, high));
+  }
+  return b.CreateExtractElement(v, uint64_t{0});
+}
+
+std::string GemmBuilder::typeTag() {
+  std::string tag = fmt::format("{}.v{}", dtypeName(dtype), plan.lanes);
+  if (dtype == DType::f16 && !isa.f16c) tag += ".nof16c";
+  return tag;
+}
+
 namespace {
 
-/// Emits the kernel function of one contraction (see the file comment).
+/// Emits the kernel function of one contraction and its descriptor (see the file comment).
 class GemmEmitter {
  public:
   GemmEmitter(llvm::Module& m, const std::string& name, const kernels::Kernel& k, const VectorIsa& isa)
@@ -228,226 +349,107 @@ class GemmEmitter {
     llvm::Function* kernel =
         llvm::Function::Create(kernelFunctionType(g_.ctx), llvm::GlobalValue::ExternalLinkage, g_.name, g_.m);
     kernel->setDoesNotThrow();
+    if (g_.plan.items == 0) {
+      b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", kernel));
+      b_.CreateRetVoid();
+      return kernel;
+    }
+    std::array<llvm::Function*, 2> phases{};  // the second, if any, runs after the first
+    switch (g_.plan.path) {
+      case Path::Packed: phases[0] = packedDriver(g_); break;
+      case Path::SplitK: phases = splitDrivers(g_); break;
+      case Path::Small: phases[0] = smallDriver(g_); break;
+    }
+    llvm::Constant* descriptor = describe(epilogue);
     b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", kernel));
-    if (g_.plan.items > 0) {
-      llvm::Function* chunk = chunkFunction(itemFunction(epilogue));
-      b_.SetInsertPoint(&kernel->getEntryBlock());
-      llvm::Value* bufs = kernel->getArg(0);
-      llvm::Value* scratch = scratchOf(bufs);
-      b_.CreateAlignedStore(g_.i64(0), scratch, llvm::Align(8));
-      b_.CreateAlignedStore(g_.i64(0), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch, 8), llvm::Align(8));
+    llvm::Value* bufs = kernel->getArg(0);
+    llvm::Value* scratch = b_.CreateAlignedLoad(
+        b_.getPtrTy(), b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), bufs, g_.kernel.buffers.size()), llvm::Align(8));
+    for (uint64_t counter = 0; counter < 3; ++counter)  // slots, items, second-phase items
+      b_.CreateAlignedStore(g_.i64(0), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), scratch, counter),
+                            llvm::Align(8));
+    llvm::Value* ctx = b_.CreateAlloca(llvm::ArrayType::get(b_.getPtrTy(), 2), nullptr, "ctx");
+    b_.CreateAlignedStore(bufs, ctx, llvm::Align(8));
+    b_.CreateAlignedStore(descriptor, b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), ctx, 1), llvm::Align(8));
+    for (size_t phase = 0; phase < 2 && phases[phase]; ++phase) {
+      const int64_t items = phase == 0 ? g_.plan.items : g_.plan.reduceItems;
       if (g_.plan.parallel())
         b_.CreateCall(declareParallelFor(g_.m),
-                      {kernel->getArg(1), g_.i64(0), g_.i64(g_.plan.items), g_.i64(g_.plan.grain), chunk, bufs});
+                      {kernel->getArg(1), g_.i64(0), g_.i64(items), g_.i64(g_.plan.grain), phases[phase], ctx});
       else
-        b_.CreateCall(chunk, {bufs, g_.i64(0), g_.i64(g_.plan.items)});
+        b_.CreateCall(phases[phase], {ctx, g_.i64(0), g_.i64(items)});
     }
     b_.CreateRetVoid();
     return kernel;
   }
 
  private:
-  llvm::Value* scratchOf(llvm::Value* bufs) {
-    llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), bufs, g_.kernel.buffers.size());
-    return b_.CreateAlignedLoad(b_.getPtrTy(), at, llvm::Align(8), "scratch");
-  }
-
-  llvm::Value* byteOffset(llvm::Value* base, int64_t bytes) {
-    return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, static_cast<uint64_t>(bytes));
-  }
-
-  /// x·y + z on accumulator values (fused where the target has FMA; wrapping for integers).
-  llvm::Value* mulAdd(llvm::Value* x, llvm::Value* y, llvm::Value* z) {
-    if (g_.acc == AccType::I64) return b_.CreateAdd(b_.CreateMul(x, y), z);
-    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
-  }
-
-  llvm::Value* add(llvm::Value* x, llvm::Value* y) {
-    return g_.acc == AccType::I64 ? b_.CreateAdd(x, y) : b_.CreateFAdd(x, y);
-  }
-
-  /// void ukernel(i64 kc, const ACC* a, const ACC* b, ACC* c, i64 ldc, i1 accumulate):
-  /// c[MR × NR] (row stride ldc) = (accumulate ? c : 0) + A panel · B panel over kc steps
-  /// (a multiple of kUnroll).
-  llvm::Function* microKernel() {
-    llvm::Type* i64t = b_.getInt64Ty();
-    llvm::Type* ptr = b_.getPtrTy();
-    llvm::Function* f = g_.newFunction(
-        "ukernel", llvm::FunctionType::get(b_.getVoidTy(), {i64t, ptr, ptr, ptr, i64t, b_.getInt1Ty()}, false));
-    llvm::Value *kc = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
-    const int mr = g_.plan.mr, nr = g_.plan.nr, lanes = g_.plan.lanes, nv = nr / lanes;
-    const llvm::Align vecAlign(static_cast<uint64_t>(lanes * accBytes(g_.acc)));
-    auto* entry = llvm::BasicBlock::Create(g_.ctx, "entry", f);
-    auto* body = llvm::BasicBlock::Create(g_.ctx, "k", f);
-    auto* done = llvm::BasicBlock::Create(g_.ctx, "k.end", f);
-    auto* addStore = llvm::BasicBlock::Create(g_.ctx, "accumulate", f);
-    auto* store = llvm::BasicBlock::Create(g_.ctx, "store", f);
-    b_.SetInsertPoint(entry);
-    llvm::Value* zero = llvm::Constant::getNullValue(g_.vec);
-    b_.CreateCondBr(b_.CreateICmpSGT(kc, g_.i64(0)), body, done);
-
-    b_.SetInsertPoint(body);
-    llvm::PHINode* kk = b_.CreatePHI(i64t, 2, "kk");
-    llvm::PHINode* pa = b_.CreatePHI(ptr, 2, "pa");
-    llvm::PHINode* pb = b_.CreatePHI(ptr, 2, "pb");
-    kk->addIncoming(g_.i64(0), entry);
-    pa->addIncoming(a, entry);
-    pb->addIncoming(bp, entry);
-    std::vector<llvm::PHINode*> phis;
-    std::vector<llvm::Value*> acc;
-    for (int i = 0; i < mr * nv; ++i) {
-      phis.push_back(b_.CreatePHI(g_.vec, 2, "acc"));
-      phis.back()->addIncoming(zero, entry);
-      acc.push_back(phis.back());
+  /// The fields of operand A (`a`) or B in `fields` from `at` on: its strides and batch
+  /// coefficients when strided, its buffer otherwise.
+  void describeOperand(std::vector<int64_t>& fields, int at, bool a) {
+    const kernels::GemmOperand& op = a ? g_.form.a : g_.form.b;
+    fields[static_cast<size_t>(at + desc::Buffer)] = op.buffer;
+    const std::optional<Strides> s = sharedStrides(g_.form, a);
+    if (!s) return;
+    auto set = [&](int field, int64_t v) { fields[static_cast<size_t>(at + field)] = v; };
+    set(desc::Ld, s->rowsContiguous() ? s->k : s->row);
+    set(desc::Width, a ? g_.plan.mr : g_.plan.nr);
+    set(desc::RowStride, s->row);
+    set(desc::KStride, s->k);
+    set(desc::Constant, op.map.index.constant);
+    const std::vector<int64_t>& dims = g_.form.batchDims;
+    const int first = desc::kMaxBatchRank - static_cast<int>(dims.size());  // right-aligned
+    for (int d = 0; d < desc::kMaxBatchRank; ++d) {
+      const bool real = d >= first;
+      set(desc::Sizes + d, real ? dims[static_cast<size_t>(d - first)] : 1);
+      set(desc::Coeffs + d, real ? op.map.index.coeff[static_cast<size_t>(d - first)] : 0);
     }
-    auto element = [&](llvm::Value* base, int offset) {
-      return b_.CreateConstInBoundsGEP1_64(g_.elt, base, static_cast<uint64_t>(offset));
-    };
-    for (int u = 0; u < kUnroll; ++u) {
-      std::vector<llvm::Value*> bv;
-      for (int j = 0; j < nv; ++j)
-        bv.push_back(b_.CreateAlignedLoad(g_.vec, element(pb, u * nr + j * lanes), vecAlign));
-      for (int i = 0; i < mr; ++i) {
-        llvm::Value* av = g_.splat(lanes, b_.CreateAlignedLoad(g_.elt, element(pa, u * mr + i), g_.eltAlign()));
-        for (int j = 0; j < nv; ++j) acc[i * nv + j] = mulAdd(av, bv[j], acc[i * nv + j]);
+    set(desc::Rank, static_cast<int64_t>(dims.size()));
+  }
+
+  /// The kernel's descriptor, an internal constant NAME.desc.
+  llvm::Constant* describe(llvm::Function* epilogue) {
+    const Blocking& p = g_.plan;
+    const kernels::GemmForm& f = g_.form;
+    std::vector<int64_t> fields(desc::Count, 0);
+    auto set = [&](int field, int64_t v) { fields[static_cast<size_t>(field)] = v; };
+    set(desc::Items, p.items), set(desc::MBlocks, p.mBlocks), set(desc::NBlocks, p.nBlocks);
+    set(desc::Mb, p.mb), set(desc::Nb, p.nb), set(desc::M, f.m), set(desc::N, f.n), set(desc::K, f.k);
+    set(desc::Kc, p.kc), set(desc::KBlocks, p.kBlocks), set(desc::ReuseB, p.reuseB), set(desc::Ldt, p.ldt);
+    set(desc::SlotBytes, p.slotBytes()), set(desc::PackBBytes, p.packBBytes), set(desc::PackABytes, p.packABytes);
+    set(desc::Groups, f.groups), set(desc::ScratchIndex, static_cast<int64_t>(g_.kernel.buffers.size()));
+    set(desc::ElementBytes, static_cast<int64_t>(g_.storageType()->getPrimitiveSizeInBits() / 8));
+    set(desc::SlotsOffset, p.slotsOffset(f.batch)), set(desc::Splits, p.splits), set(desc::SliceBlocks, p.sliceBlocks);
+    set(desc::PartialBytes, p.partialBytes), set(desc::ReduceItems, p.reduceItems);
+    describeOperand(fields, desc::A, true);
+    describeOperand(fields, desc::B, false);
+    std::vector<llvm::Constant*> pointers(desc::Pointers, llvm::ConstantPointerNull::get(b_.getPtrTy()));
+    pointers[desc::Epilogue] = epilogue;
+    if (p.path == Path::Small) {
+      const std::vector<int> groups = smallRowGroups(f.m);
+      const bool inPlace = smallAInPlace(f, g_.dtype);
+      set(desc::KPad, roundUp(f.k, p.lanes)), set(desc::AInPlace, inPlace);
+      set(desc::Group0, groups[0]), set(desc::Group1, groups.size() > 1 ? groups[1] : 0);
+      pointers[desc::Kernel0] = smallKernelFunction(g_, groups[0]);
+      if (groups.size() > 1) pointers[desc::Kernel1] = smallKernelFunction(g_, groups[1]);
+      if (!inPlace) pointers[desc::PackRows] = smallRowsFunction(g_);
+    } else {
+      for (bool a : {true, false}) {
+        const std::optional<Strides> s = sharedStrides(f, a);
+        pointers[a ? desc::PackA : desc::PackB] =
+            s ? stridedPackFunction(g_, s->rowsContiguous()) : emitPackFunction(g_, a);
       }
     }
-    llvm::Value* nextK = b_.CreateAdd(kk, g_.i64(kUnroll), "", /*HasNUW=*/true, /*HasNSW=*/true);
-    kk->addIncoming(nextK, body);
-    pa->addIncoming(element(pa, kUnroll * mr), body);
-    pb->addIncoming(element(pb, kUnroll * nr), body);
-    for (int i = 0; i < mr * nv; ++i) phis[i]->addIncoming(acc[i], body);
-    b_.CreateCondBr(b_.CreateICmpSLT(nextK, kc), body, done)
-        ->setMetadata(llvm::LLVMContext::MD_loop, g_.loopAsWritten());
-
-    b_.SetInsertPoint(done);
-    std::vector<llvm::Value*> sums;
-    for (int i = 0; i < mr * nv; ++i) {
-      llvm::PHINode* phi = b_.CreatePHI(g_.vec, 2, "sum");
-      phi->addIncoming(zero, entry);
-      phi->addIncoming(acc[i], body);
-      sums.push_back(phi);
-    }
-    b_.CreateCondBr(f->getArg(5), addStore, store);
-    auto at = [&](int i, int j) {
-      return b_.CreateInBoundsGEP(g_.elt, c, b_.CreateAdd(b_.CreateMul(g_.i64(i), ldc), g_.i64(j * lanes)));
-    };
-    b_.SetInsertPoint(addStore);
-    for (int i = 0; i < mr; ++i)
-      for (int j = 0; j < nv; ++j)
-        b_.CreateAlignedStore(add(b_.CreateAlignedLoad(g_.vec, at(i, j), vecAlign), sums[i * nv + j]), at(i, j),
-                              vecAlign);
-    b_.CreateRetVoid();
-    b_.SetInsertPoint(store);
-    for (int i = 0; i < mr; ++i)
-      for (int j = 0; j < nv; ++j) b_.CreateAlignedStore(sums[i * nv + j], at(i, j), vecAlign);
-    b_.CreateRetVoid();
-    return f;
-  }
-
-  /// void item(void** bufs, i8* slot, i64 item): one C block over all of K, then its epilogue.
-  llvm::Function* itemFunction(llvm::Function* epilogue) {
-    llvm::Function* ukernel = microKernel();
-    llvm::Function* packA = emitPackFunction(g_, true);
-    llvm::Function* packB = emitPackFunction(g_, false);
-    llvm::Type* ptr = b_.getPtrTy();
-    llvm::Function* f =
-        g_.newFunction("item", llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty()}, false));
-    b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
-    llvm::Value *bufs = f->getArg(0), *slot = f->getArg(1), *item = f->getArg(2);
-    const Blocking& p = g_.plan;
-    const kernels::GemmForm& form = g_.form;
-    // Items run through the M blocks of one B block (b, n block) first.
-    llvm::Value* bBlock = b_.CreateUDiv(item, g_.i64(p.mBlocks), "bblock");
-    llvm::Value* batch = b_.CreateUDiv(bBlock, g_.i64(p.nBlocks), "b");
-    llvm::Value* m0 = b_.CreateMul(b_.CreateURem(item, g_.i64(p.mBlocks)), g_.i64(p.mb), "m0");
-    llvm::Value* n0 = b_.CreateMul(b_.CreateURem(bBlock, g_.i64(p.nBlocks)), g_.i64(p.nb), "n0");
-    llvm::Value* rows = g_.min(g_.i64(p.mb), b_.CreateSub(g_.i64(form.m), m0));
-    llvm::Value* cols = g_.min(g_.i64(p.nb), b_.CreateSub(g_.i64(form.n), n0));
-    llvm::Value* mPanels = b_.CreateUDiv(b_.CreateAdd(rows, g_.i64(p.mr - 1)), g_.i64(p.mr));
-    llvm::Value* nPanels = b_.CreateUDiv(b_.CreateAdd(cols, g_.i64(p.nr - 1)), g_.i64(p.nr));
-    llvm::Value* packedB = byteOffset(slot, kSlotHeaderBytes);
-    llvm::Value* packedA = byteOffset(packedB, p.packBBytes);
-    llvm::Value* tile = byteOffset(packedA, p.packABytes);
-    // K slice kb: its first k, its depth, and its depth padded to the micro-kernel's unroll.
-    auto slice = [&](llvm::Value* kb) {
-      llvm::Value* k0 = b_.CreateMul(kb, g_.i64(p.kc));
-      llvm::Value* kc = g_.min(g_.i64(p.kc), b_.CreateSub(g_.i64(form.k), k0));
-      return std::array<llvm::Value*, 3>{k0, kc, b_.CreateAnd(b_.CreateAdd(kc, g_.i64(kUnroll - 1)), g_.i64(-kUnroll))};
-    };
-    auto bSlice = [&](llvm::Value* kb) {
-      return p.reuseB ? b_.CreateInBoundsGEP(g_.elt, packedB, b_.CreateMul(kb, g_.i64(p.kc * p.nb))) : packedB;
-    };
-    if (p.reuseB) {  // pack all of K unless the slot holds this B block already
-      auto* pack = llvm::BasicBlock::Create(g_.ctx, "packb", f);
-      auto* packed = llvm::BasicBlock::Create(g_.ctx, "packed", f);
-      llvm::Value* held = b_.CreateAlignedLoad(b_.getInt64Ty(), slot, llvm::Align(8));
-      b_.CreateCondBr(b_.CreateICmpEQ(held, bBlock), packed, pack);
-      b_.SetInsertPoint(pack);
-      g_.loop(g_.i64(0), g_.i64(p.kBlocks), 1, "packb.slice", [&](llvm::Value* kb) {
-        auto [k0, kc, kcPad] = slice(kb);
-        b_.CreateCall(packB, {bufs, batch, n0, cols, k0, kc, kcPad, bSlice(kb)});
-      });
-      b_.CreateAlignedStore(bBlock, slot, llvm::Align(8));
-      b_.CreateBr(packed);
-      b_.SetInsertPoint(packed);
-    }
-    g_.loop(g_.i64(0), g_.i64(p.kBlocks), 1, "kslice", [&](llvm::Value* kb) {
-      auto [k0, kc, kcPad] = slice(kb);
-      llvm::Value* packedBSlice = bSlice(kb);
-      if (!p.reuseB) b_.CreateCall(packB, {bufs, batch, n0, cols, k0, kc, kcPad, packedBSlice});
-      b_.CreateCall(packA, {bufs, batch, m0, rows, k0, kc, kcPad, packedA});
-      llvm::Value* accumulate = b_.CreateICmpNE(kb, g_.i64(0));
-      g_.loop(g_.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
-        llvm::Value* bPanel =
-            b_.CreateInBoundsGEP(g_.elt, packedBSlice, b_.CreateMul(jp, b_.CreateMul(kcPad, g_.i64(p.nr))));
-        g_.loop(g_.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
-          llvm::Value* aPanel =
-              b_.CreateInBoundsGEP(g_.elt, packedA, b_.CreateMul(ip, b_.CreateMul(kcPad, g_.i64(p.mr))));
-          llvm::Value* c = b_.CreateInBoundsGEP(
-              g_.elt, tile, b_.CreateAdd(b_.CreateMul(ip, g_.i64(p.mr * p.nb)), b_.CreateMul(jp, g_.i64(p.nr))));
-          b_.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, g_.i64(p.nb), accumulate});
-        });
-      });
-    });
-    // The block in the result-level view: the group moves from the batch into M (kernels/Gemm.h).
-    llvm::Value* group = b_.CreateURem(batch, g_.i64(form.groups));
-    llvm::Value* resultBatch = b_.CreateUDiv(batch, g_.i64(form.groups));
-    llvm::Value* resultM0 = b_.CreateAdd(b_.CreateMul(group, g_.i64(form.m)), m0);
-    b_.CreateCall(epilogue, {bufs, tile, g_.i64(p.nb), resultBatch, resultM0, b_.CreateAdd(resultM0, rows), n0,
-                             b_.CreateAdd(n0, cols)});
-    b_.CreateRetVoid();
-    return f;
-  }
-
-  /// void chunk(void** bufs, i64, i64): claims a scratch slot, then items until none are left.
-  /// The range kiln_parallel_for hands over only decides how many chunks run.
-  llvm::Function* chunkFunction(llvm::Function* item) {
-    llvm::Type* ptr = b_.getPtrTy();
-    llvm::Type* i64t = b_.getInt64Ty();
-    llvm::Function* f = g_.newFunction("chunk", llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, i64t}, false));
-    b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
-    llvm::Value* bufs = f->getArg(0);
-    llvm::Value* scratch = scratchOf(bufs);
-    llvm::Value* index = b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, scratch, g_.i64(1), llvm::Align(8),
-                                            llvm::AtomicOrdering::Monotonic);
-    llvm::Value* slot = b_.CreateInBoundsGEP(
-        b_.getInt8Ty(), scratch, b_.CreateAdd(g_.i64(kHeaderBytes), b_.CreateMul(index, g_.i64(g_.plan.slotBytes()))));
-    b_.CreateAlignedStore(g_.i64(-1), slot, llvm::Align(8));  // its packed B holds no block yet
-    auto* claim = llvm::BasicBlock::Create(g_.ctx, "claim", f);
-    auto* work = llvm::BasicBlock::Create(g_.ctx, "work", f);
-    auto* done = llvm::BasicBlock::Create(g_.ctx, "done", f);
-    b_.CreateBr(claim);
-    b_.SetInsertPoint(claim);
-    llvm::Value* i = b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, byteOffset(scratch, 8), g_.i64(1), llvm::Align(8),
-                                        llvm::AtomicOrdering::Monotonic);
-    b_.CreateCondBr(b_.CreateICmpULT(i, g_.i64(g_.plan.items)), work, done);
-    b_.SetInsertPoint(work);
-    b_.CreateCall(item, {bufs, slot, i});
-    b_.CreateBr(claim);
-    b_.SetInsertPoint(done);
-    b_.CreateRetVoid();
-    return f;
+    std::vector<llvm::Constant*> values;
+    for (int64_t v : fields) values.push_back(llvm::ConstantInt::get(b_.getInt64Ty(), static_cast<uint64_t>(v)));
+    llvm::StructType* type = desc::type(g_.ctx);
+    llvm::Constant* init = llvm::ConstantStruct::get(
+        type, {llvm::ConstantArray::get(llvm::cast<llvm::ArrayType>(type->getElementType(0)), values),
+               llvm::ConstantArray::get(llvm::cast<llvm::ArrayType>(type->getElementType(1)), pointers)});
+    auto* global = new llvm::GlobalVariable(g_.m, type, /*isConstant=*/true, llvm::GlobalValue::InternalLinkage, init,
+                                            g_.name + ".desc");
+    global->setAlignment(llvm::Align(8));
+    return global;
   }
 
   GemmBuilder g_;
@@ -470,7 +472,7 @@ AccType accTypeOf(const kernels::Kernel& k) {
 int64_t contractionScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, int threads) {
   const gemm::Blocking p = gemm::blockingFor(kernels::gemmForm(k), accTypeOf(k), isa);
   if (p.items == 0) return 0;
-  return gemm::kHeaderBytes + (p.parallel() ? std::max(threads, 1) : 1) * p.slotBytes();
+  return p.slotsOffset(kernels::gemmForm(k).batch) + (p.parallel() ? std::max(threads, 1) : 1) * p.slotBytes();
 }
 
 llvm::Function* emitContraction(llvm::Module& m, const std::string& name, const kernels::Kernel& k,

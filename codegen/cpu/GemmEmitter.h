@@ -1,5 +1,9 @@
-// Internal to the GEMM emitter (Gemm.cpp: blocking, micro-kernel, work items; GemmPack.cpp:
-// packing): the blocking of one contraction and the IR-building state its parts share.
+// Internal to the GEMM emitter: the blocking of one contraction and the IR-building state its
+// parts share. Gemm.cpp: blocking, the kernel function and its descriptor; GemmDriver.cpp: the
+// work items; GemmKernels.cpp: the micro-kernel and the packing of strided operands;
+// GemmPack.cpp: the packing of any other operand through its index map; GemmSmall.cpp: the
+// small-M path that streams B unpacked. All but GemmPack.cpp's routines and the kernel function
+// are shared by every contraction of a module.
 #pragma once
 
 #include "codegen/cpu/Gemm.h"
@@ -7,16 +11,28 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include <array>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::cpu::gemm {
 
-constexpr int kUnroll = 4;                // K steps per micro-kernel loop iteration
-constexpr int64_t kSlotHeaderBytes = 64;  // per-thread slot header: which B block its packed B holds
+constexpr int kUnroll = 4;                   // K steps per micro-kernel loop iteration
+constexpr int64_t kScratchHeaderBytes = 64;  // the scratch's header: slot and item counters
+constexpr int64_t kSlotHeaderBytes = 64;     // per-thread slot header: which block its packed operand holds
+
+/// How an item computes its block (see Gemm.cpp's and GemmSmall.cpp's file comments).
+enum class Path : uint8_t {
+  Packed,  // packed panels and the register-blocked micro-kernel
+  SplitK,  // the same, K too deep to keep B packed: K split into partial products, then summed
+  Small,   // M <= kSmallM (GemmSmall.cpp): B streamed from memory as it is, never packed
+};
 
 /// The blocking of one contraction for one ISA (see Gemm.cpp's file comment).
 struct Blocking {
+  Path path = Path::Packed;
   int lanes = 0;           // accumulator elements per vector
   int mr = 0, nr = 0;      // register tile; nr is a multiple of lanes
   int64_t kc = 0;          // K slice, a multiple of kUnroll (0 when K is 0)
@@ -26,14 +42,46 @@ struct Blocking {
   int64_t grain = 1;    // kiln_parallel_for grain; `items` keeps the GEMM on one thread
   bool reuseB = false;  // B is packed for all of K and reused by the next items of its block
   int64_t packBBytes = 0, packABytes = 0, tileBytes = 0;
+  int64_t ldt = 0;  // row stride of the result tile, in elements
+  // SplitK: `splits` parts of `sliceBlocks` K slices each, every part's product over all of M × N
+  // in its partial (ldt × roundUp(M, MR) elements, partialBytes apart, per batch and part) after
+  // the scratch header; then reduceItems blocks of MB × NB summed and handed to the epilogue.
+  int64_t splits = 1, sliceBlocks = 0, partialBytes = 0, reduceItems = 0;
 
   int64_t slotBytes() const { return kSlotHeaderBytes + packBBytes + packABytes + tileBytes; }
+  /// Bytes from the scratch to the first slot: the header and, for SplitK, the partials.
+  int64_t slotsOffset(int64_t batch) const { return kScratchHeaderBytes + splits * batch * partialBytes; }
   bool parallel() const { return items >= 2 * grain; }
 };
 
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
 
+/// Accumulator elements from one packed panel of `width` rows and kcPad k to the next: the
+/// panel and a vector of `lanes` of slack, which the strided packing's whole-vector stores may
+/// spill into (GemmKernels.cpp).
+inline int64_t panelElements(int64_t kcPad, int width, int lanes) { return kcPad * width + lanes; }
+/// Bytes of `slices` packed slices of `rows` rows (a multiple of `width`) and `kc` k, 64-byte
+/// aligned.
+int64_t packedBytes(int64_t slices, int64_t rows, int width, int64_t kc, int bytes, int lanes);
+
 inline int accBytes(AccType acc) { return acc == AccType::F32 ? 4 : 8; }
+int64_t ceilDiv(int64_t a, int64_t b);
+int64_t roundUp(int64_t a, int64_t b);
+int64_t align64(int64_t bytes);
+
+/// The element strides of an operand whose element (row, k) of batch b lies at
+/// offset(b) + row · row + k · k in its buffer, with one of the two strides 1 (a matmul operand,
+/// transposed or not, a 1×1 convolution without padding). The strides of a coordinate group of
+/// size 1 are free; they are chosen so that the other is what counts.
+struct Strides {
+  int64_t row = 0, k = 0;
+  bool rowsContiguous() const { return row == 1; }
+};
+std::optional<Strides> stridesOf(const kernels::GemmForm& f, bool a);
+
+/// The stride s when affine functional `a` is s · flat over the coordinate group at `at` of sizes
+/// `dims` (its coefficients are the group's row-major strides times s), else nothing.
+std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const std::vector<int64_t>& dims);
 
 /// The module, the builder and what every part of the emitter knows about the contraction, with
 /// the IR helpers they share.
@@ -50,9 +98,9 @@ class GemmBuilder {
   const kernels::GemmForm form;
   const AccType acc;
   const Blocking plan;
-  const DType dtype;            // of both operands
-  llvm::Type* elt;              // the accumulator type
-  llvm::FixedVectorType* vec;   // plan.lanes of it
+  const DType dtype;           // of both operands
+  llvm::Type* elt;             // the accumulator type
+  llvm::FixedVectorType* vec;  // plan.lanes of it
 
   llvm::Value* i64(int64_t v) { return b.getInt64(static_cast<uint64_t>(v)); }
   /// `v` as an integer constant of `type` (a scalar or vector integer type).
@@ -65,9 +113,20 @@ class GemmBuilder {
     return lanes == 1 ? t : llvm::FixedVectorType::get(t, static_cast<unsigned>(lanes));
   }
   llvm::Align eltAlign() const { return llvm::Align(static_cast<uint64_t>(accBytes(acc))); }
+  llvm::Align storeAlign() { return llvm::Align(storageType()->getPrimitiveSizeInBits() / 8); }
+  /// Element `offset` (in elements of `type`) from `base`.
+  llvm::Value* at(llvm::Type* type, llvm::Value* base, llvm::Value* offset) {
+    return b.CreateInBoundsGEP(type, base, offset);
+  }
 
   /// A new internal function NAME.part of the module.
   llvm::Function* newFunction(const std::string& part, llvm::FunctionType* type);
+  /// The module's internal function `fullName`, shared by every contraction that needs it: built
+  /// by `build` (with the builder on its entry block; the insertion point is restored afterwards)
+  /// the first time, looked up afterwards. Shared functions are never inlined, so LLVM optimizes
+  /// and compiles each once per module.
+  llvm::Function* sharedFunction(const std::string& fullName, llvm::FunctionType* type,
+                                 const std::function<void(llvm::Function*)>& build);
 
   /// `for (i = begin; i < end; i += step) body(i)` on i64; the builder continues after the loop.
   void loop(llvm::Value* begin, llvm::Value* end, int64_t step, const std::string& label,
@@ -79,15 +138,112 @@ class GemmBuilder {
   llvm::Type* storageType();
   /// Stored operand elements (a scalar or a vector of `lanes`) converted to the accumulator type.
   llvm::Value* toAcc(llvm::Value* v, int lanes);
+  /// x·y + z on accumulator values (fused where the target has FMA; wrapping for integers).
+  llvm::Value* mulAdd(llvm::Value* x, llvm::Value* y, llvm::Value* z);
+  llvm::Value* add(llvm::Value* x, llvm::Value* y);
+  /// The sum of the lanes of an accumulator vector, in a fixed order.
+  llvm::Value* sumLanes(llvm::Value* v);
+
+  /// A name part that tells the operand dtype, accumulator lanes and f16 conversion apart.
+  std::string typeTag();
 };
 
-/// The routine that packs operand A (`a`) or B of an item:
+/// The transpose of a square matrix held as `rows` vectors of as many lanes (Eklundh's algorithm:
+/// one two-input shuffle per row and step).
+std::vector<llvm::Value*> transposeSquare(llvm::IRBuilder<>& b, std::vector<llvm::Value*> rows);
+/// The lanes of x followed by those of y (y no longer than x).
+llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y);
+
+// ---- The contraction descriptor ----------------------------------------------------------------
+//
+// Every contraction kernel is a constant descriptor of the module and a call of a shared driver
+// (GemmDriver.cpp) that reads it: `{[desc::Count x i64], [desc::Pointers x ptr]}`.
+namespace desc {
+
+constexpr int kMaxBatchRank = 4;  // batch coordinates a strided operand may have
+
+/// The fields of a strided operand (stridesOf), at desc::A or desc::B: element (r, k) of batch b
+/// lies at bufs[Buffer] + (Constant + Σ_d coord_d(b) · Coeffs[d] + r · RowStride + k · KStride)
+/// elements, where coord_d(b) are b's coordinates over Sizes (the batch dimensions right-aligned,
+/// size 1 and coefficient 0 before them); Ld is the stride that is not 1, Rank the form's batch
+/// rank (0: the offset is Constant), Width the operand's panel width (MR or NR).
+constexpr int Buffer = 0, Ld = 1, RowStride = 2, KStride = 3, Constant = 4, Rank = 5, Width = 6, Sizes = 7,
+              Coeffs = Sizes + kMaxBatchRank, OperandFields = Coeffs + kMaxBatchRank;
+
+/// The i64 fields: the blocking (Blocking), the sizes of the GEMM form, where the scratch is in
+/// the buffer table, and the operands' fields (desc::A, desc::B).
+constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6, K = 7, Kc = 8, KBlocks = 9,
+              ReuseB = 10, Ldt = 11, SlotBytes = 12, PackBBytes = 13, PackABytes = 14, Groups = 15,
+              ScratchIndex = 16, ElementBytes = 17,               // of an operand element as stored
+              KPad = 18, AInPlace = 19, Group0 = 20, Group1 = 21,  // small path: A rows, row groups
+              SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
+              A = 27, B = A + OperandFields, Count = B + OperandFields;
+
+/// Functions the drivers call: the packing routines of A and B (packed path), the row-group
+/// kernels and A's conversion into rows (small path), and the kernel's epilogue.
+enum Pointer : int { PackA, PackB, Kernel0 = PackA, Kernel1 = PackB, PackRows, Epilogue, Pointers };
+
+llvm::StructType* type(llvm::LLVMContext& ctx);
+/// The address of i64 field `field` (or operand field `field` of the operand at `operand`).
+llvm::Value* field(llvm::IRBuilder<>& b, llvm::Value* desc, int field);
+llvm::Value* load(llvm::IRBuilder<>& b, llvm::Value* desc, int field);
+llvm::Value* pointer(llvm::IRBuilder<>& b, llvm::Value* desc, Pointer p);
+
+}  // namespace desc
+
+/// Whether operand A (`a`) or B is strided with at most kMaxBatchRank batch coordinates, i.e. is
+/// packed by the shared strided routines and may take the small path.
+std::optional<Strides> sharedStrides(const kernels::GemmForm& f, bool a);
+
+/// The signature of every packing routine:
 ///
-///     void pack(void** bufs, i64 b, i64 r0, i64 rows, i64 k0, i64 kc, i64 kcPad, ACC* dst)
+///     void pack(void** bufs, const i64* operand, i64 b, i64 offset, i64 r0, i64 rows, i64 k0, i64 kc,
+///               i64 kcPad, ACC* dst)
 ///
 /// packs rows [r0, r0 + rows) (the m coordinates of A, the n coordinates of B) and k in
-/// [k0, k0 + kc) of batch b into panels of MR (NR) rows: panel p at dst + p·kcPad·width, element
-/// (kk, r) of a panel at kk·width + r, zero where a row, a k or the map's bounds are out of range.
+/// [k0, k0 + kc) of batch b into panels of MR (NR) rows: panel p at dst + p·panelElements(kcPad,
+/// width, lanes), element (kk, r) of a panel at kk·width + r, zero where a row, a k or the map's
+/// bounds are out of range.
+/// `operand` points at the operand's descriptor fields and `offset` is batch b's offset
+/// (batchOffset): routines of strided operands use these, map routines b.
+llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
+
+/// The micro-kernel, shared per module (GemmKernels.cpp):
+///
+///     void ukernel(i64 kc, const ACC* a, const ACC* b, ACC* c, i64 ldc, i1 accumulate)
+///
+/// c[MR × NR] (row stride ldc) = (accumulate ? c : 0) + A panel · B panel over kc steps (a
+/// multiple of kUnroll).
+llvm::Function* microKernel(GemmBuilder& g);
+
+/// The packing routine of strided operands whose rows (or k) are contiguous, shared per module
+/// (GemmKernels.cpp).
+llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous);
+
+/// The element offset of batch `batch` of the strided operand whose fields are at `operand`
+/// (Constant + Σ coord · Coeffs).
+llvm::Value* batchOffset(GemmBuilder& g, llvm::Value* operand, llvm::Value* batch);
+
+/// The packing routine of operand A (`a`) or B of this kernel through its index map
+/// (GemmPack.cpp), for operands that are not strided.
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
+
+/// The shared drivers (GemmDriver.cpp): `void chunk(const {void** bufs, const Desc* desc}* ctx,
+/// i64, i64)` for kiln_parallel_for, which claims a scratch slot, then work items until none are
+/// left, for the packed path and for the small path.
+llvm::Function* packedDriver(GemmBuilder& g);
+llvm::Function* smallDriver(GemmBuilder& g);
+/// The two phases of the SplitK path: the partial products, then their sums and the epilogue.
+std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
+
+/// Small-M path (GemmSmall.cpp): whether contraction `f` takes it, its blocking, the kernels of
+/// its row groups (desc::Kernel0, Kernel1: `void(const ACC* a, i64 lda, const T* b, i64 ldb, i64 k,
+/// i64 cols, ACC* tile, i64 ldt)`), its row conversion of A (desc::PackRows) and its groups.
+bool takesSmallPath(const kernels::GemmForm& f);
+Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
+std::vector<int> smallRowGroups(int64_t m);
+bool smallAInPlace(const kernels::GemmForm& f, DType dtype);
+llvm::Function* smallKernelFunction(GemmBuilder& g, int rows);
+llvm::Function* smallRowsFunction(GemmBuilder& g);
 
 }  // namespace kiln::cpu::gemm

@@ -1,5 +1,7 @@
 // Packing for the GEMM emitter (GemmEmitter.h): operand elements, reached through the GEMM
-// form's index maps, copied into MR- or NR-wide panels in the accumulator type.
+// form's index maps, copied into MR- or NR-wide panels in the accumulator type. Strided operands
+// (every matmul operand) use the shared routines of GemmKernels.cpp instead; these are emitted per
+// kernel, for convolution windows, padding and quotient maps.
 //
 // Three ways, chosen per panel:
 //   - rows contiguous in memory, no bounds (B of A·B, A of Aᵀ·B): one vector load per panel and
@@ -32,19 +34,6 @@ std::vector<const Affine*> functionals(const GemmOperand& op) {
   for (const auto& bound : op.map.bounds) fs.push_back(&bound.value);
   for (const auto& q : op.quotients) fs.push_back(&q.value);
   return fs;
-}
-
-/// The stride s when functional `a` is s · flat over the coordinate group at `at` of sizes
-/// `dims` (its coefficients are the group's row-major strides times s), else nothing.
-std::optional<int64_t> groupStride(const Affine& a, size_t at, const std::vector<int64_t>& dims) {
-  if (dims.empty()) return 0;
-  const int64_t s = a.coeff[at + dims.size() - 1];
-  int64_t stride = s;
-  for (size_t d = dims.size() - 1; d-- > 0;) {
-    stride *= dims[d + 1];
-    if (dims[d] != 1 && a.coeff[at + d] != stride) return std::nullopt;  // size 1: any coefficient
-  }
-  return s;
 }
 
 std::vector<int> iota(int first, int count) {
@@ -88,11 +77,9 @@ class PackEmitter {
   void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
                           const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
   void packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Value* dstRow);
-  std::vector<llvm::Value*> transpose(std::vector<llvm::Value*> rows);
-  llvm::Value* concat(llvm::Value* x, llvm::Value* y);
   llvm::Value* toIx(llvm::Value* v) { return b_.CreateTrunc(v, ix_); }
   llvm::Value* toI64(llvm::Value* v) { return b_.CreateSExt(v, b_.getInt64Ty()); }
-  llvm::Align storeAlign() { return llvm::Align(g_.storageType()->getPrimitiveSizeInBits() / 8); }
+  llvm::Align storeAlign() { return g_.storeAlign(); }
 
   GemmBuilder& g_;
   llvm::IRBuilder<>& b_;
@@ -168,21 +155,21 @@ bool PackEmitter::maskedLoads() {
 llvm::Function* PackEmitter::emit() {
   llvm::Type* i64t = b_.getInt64Ty();
   llvm::Type* ptr = b_.getPtrTy();
-  llvm::Function* f = g_.newFunction(
-      "pack_" + label_, llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, i64t, i64t, i64t, i64t, i64t, ptr}, false));
+  llvm::Function* f = g_.newFunction("pack_" + label_, packFunctionType(g_.ctx));
   b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
-  llvm::Value *bufs = f->getArg(0), *batch = f->getArg(1), *kc = f->getArg(5), *kcPad = f->getArg(6),
-              *dst = f->getArg(7);
+  // Arguments 1 and 3, the operand's descriptor fields and batch offset, are for strided routines.
+  llvm::Value *bufs = f->getArg(0), *batch = f->getArg(2), *kc = f->getArg(7), *kcPad = f->getArg(8),
+              *dst = f->getArg(9);
   ix_ = fitsInt32() ? b_.getInt32Ty() : i64t;
   base_ = b_.CreateAlignedLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, static_cast<uint64_t>(op_.buffer)),
                                llvm::Align(8), "base");
-  r0_ = toIx(f->getArg(2)), rows_ = toIx(f->getArg(3)), k0_ = toIx(f->getArg(4)), kc_ = toIx(kc);
+  r0_ = toIx(f->getArg(4)), rows_ = toIx(f->getArg(5)), k0_ = toIx(f->getArg(6)), kc_ = toIx(kc);
   batchParts_ = groupParts(0, g_.form.batchDims, toIx(batch));
   const int w = width_;
-  llvm::Value* rows = f->getArg(3);
+  llvm::Value* rows = f->getArg(5);
   llvm::Value* panels = b_.CreateUDiv(b_.CreateAdd(rows, g_.i64(w - 1)), g_.i64(w));
   llvm::Value* fullPanels = b_.CreateUDiv(rows, g_.i64(w));
-  llvm::Value* panelElements = b_.CreateMul(kcPad, g_.i64(w));
+  llvm::Value* panelElements = b_.CreateAdd(b_.CreateMul(kcPad, g_.i64(w)), g_.i64(g_.plan.lanes));
   auto dstRow = [&](llvm::Value* panel, llvm::Value* kk) {
     return b_.CreateInBoundsGEP(g_.elt, dst,
                                 b_.CreateAdd(b_.CreateMul(panel, panelElements), b_.CreateMul(kk, g_.i64(w))));
@@ -354,48 +341,15 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Valu
           b_.CreateAlignedLoad(g_.withLanes(store, l), b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
       rows.push_back(g_.toAcc(v, l));
     }
-    blocks.push_back(transpose(std::move(rows)));
+    blocks.push_back(transposeSquare(b_, std::move(rows)));
   }
   for (int kk = 0; kk < l; ++kk) {
     llvm::Value* row = blocks[0][static_cast<size_t>(kk)];
-    for (size_t q = 1; q < blocks.size(); ++q) row = concat(row, blocks[q][static_cast<size_t>(kk)]);
+    for (size_t q = 1; q < blocks.size(); ++q) row = concatVectors(b_, row, blocks[q][static_cast<size_t>(kk)]);
     row = b_.CreateShuffleVector(row, iota(0, width_));  // without the lanes of missing rows
     b_.CreateAlignedStore(row, b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(kk * width_)),
                           g_.eltAlign());
   }
-}
-
-/// The transpose of a square matrix held as `rows` vectors of as many lanes: for h = l/2 … 1,
-/// rows i and i + h exchange the elements whose row and column differ in bit h (Eklundh's
-/// algorithm), one two-input shuffle per row and step.
-std::vector<llvm::Value*> PackEmitter::transpose(std::vector<llvm::Value*> rows) {
-  const int l = static_cast<int>(rows.size());
-  for (int h = l / 2; h >= 1; h /= 2) {
-    std::vector<int> low, high;
-    for (int j = 0; j < l; ++j) {
-      low.push_back(j & h ? l + j - h : j);
-      high.push_back(j & h ? l + j : j + h);
-    }
-    for (int i = 0; i < l; ++i) {
-      if (i & h) continue;
-      llvm::Value *x = rows[static_cast<size_t>(i)], *y = rows[static_cast<size_t>(i + h)];
-      rows[static_cast<size_t>(i)] = b_.CreateShuffleVector(x, y, low);
-      rows[static_cast<size_t>(i + h)] = b_.CreateShuffleVector(x, y, high);
-    }
-  }
-  return rows;
-}
-
-/// The lanes of x followed by those of y (y no longer than x).
-llvm::Value* PackEmitter::concat(llvm::Value* x, llvm::Value* y) {
-  const int nx = static_cast<int>(llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements());
-  const int ny = static_cast<int>(llvm::cast<llvm::FixedVectorType>(y->getType())->getNumElements());
-  if (nx != ny) {  // widen y with poison lanes first
-    std::vector<int> widen = iota(0, nx);
-    for (int& i : widen) i = i < ny ? i : -1;
-    y = b_.CreateShuffleVector(y, widen);
-  }
-  return b_.CreateShuffleVector(x, y, iota(0, nx + ny));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "support/File.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -57,6 +58,13 @@ std::string printModule(const llvm::Module& m) {
   llvm::raw_string_ostream os(text);
   m.print(os, nullptr);
   return text;
+}
+
+std::uint64_t bitcodeHash(const llvm::Module& m) {
+  llvm::SmallVector<char, 0> bitcode;
+  llvm::raw_svector_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(m, os);
+  return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bitcode.data()), bitcode.size()));
 }
 
 void initializeLlvmTarget() {
@@ -132,8 +140,8 @@ struct Jit::Impl {
   std::map<std::string, const void*> hostSymbols;
   JitStats stats;
 
-  void prepare(llvm::Module& m, int preferWidth) const;
-  void optimize(llvm::Module& m) const;
+  void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
+  void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) const;
   std::string assembly(const llvm::Module& m) const;
   void writeDumps(const std::string& before, const llvm::Module& optimized,
                   const CompileOptions& options) const;
@@ -141,17 +149,23 @@ struct Jit::Impl {
 };
 
 /// Gives the module the JIT's triple and data layout, and every defined function the preferred
-/// vector width unless it has its own.
-void Jit::Impl::prepare(llvm::Module& m, int preferWidth) const {
+/// vector width unless it has its own. Light modules also do without the branch around 64-bit
+/// divisions that checks whether 32 bits would do (x86's "idivq-to-divl"): it doubles the blocks
+/// of the setup code that divides by sizes, and it is never in a hot loop of a kiln kernel.
+void Jit::Impl::prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const {
   m.setTargetTriple(triple);
   m.setDataLayout(tm->createDataLayout());
   const std::string width = std::to_string(preferWidth);
-  for (llvm::Function& f : m)
-    if (!f.isDeclaration() && !f.hasFnAttribute("prefer-vector-width"))
-      f.addFnAttr("prefer-vector-width", width);
+  const bool light = pipeline == CompileOptions::Pipeline::Light && llvm::Triple(triple).isX86();
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    if (!f.hasFnAttribute("prefer-vector-width")) f.addFnAttr("prefer-vector-width", width);
+    if (light && !f.hasFnAttribute("target-features"))
+      f.addFnAttr("target-features", features.empty() ? "-idivq-to-divl" : features + ",-idivq-to-divl");
+  }
 }
 
-void Jit::Impl::optimize(llvm::Module& m) const {
+void Jit::Impl::optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) const {
   // The analysis managers must be declared in this order (the proxies refer across them).
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -166,7 +180,18 @@ void Jit::Impl::optimize(llvm::Module& m) const {
   builder.registerFunctionAnalyses(fam);
   builder.registerLoopAnalyses(lam);
   builder.crossRegisterProxies(lam, fam, cgam, mam);
-  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  if (pipeline == CompileOptions::Pipeline::Full) {
+    builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+    return;
+  }
+  // Most of O3's time goes to passes that find what vectorized IR states already (vectorizers,
+  // unrolling, induction-variable rewriting, loop unswitching); these are the ones that shrink it.
+  llvm::ModulePassManager mpm;
+  const char* light =
+      "cgscc(inline),function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-mssa(licm),gvn,instcombine,"
+      "simplifycfg,loop(loop-unroll-full))";
+  if (auto err = builder.parsePassPipeline(mpm, light)) KILN_THROW("light pipeline: {}", message(std::move(err)));
+  mpm.run(m, mam);
 }
 
 std::string Jit::Impl::assembly(const llvm::Module& m) const {
@@ -270,20 +295,21 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   llvm::raw_string_ostream os(problems);
   if (llvm::verifyModule(*module, &os))
     KILN_THROW("module '{}' fails the LLVM verifier: {}", name, trimmed(problems));
-  I.prepare(*module, width);
-  const std::string before = printModule(*module);
-  const std::uint64_t hash = llvm::xxh3_64bits(before);
+  I.prepare(*module, width, options.pipeline);
+  // The key hashes the bitcode (a sixth of the time the IR text takes); the text is for dumps.
+  const std::uint64_t hash = bitcodeHash(*module) ^ static_cast<std::uint64_t>(options.pipeline);
+  const std::string before = dump ? printModule(*module) : std::string();
 
   if (auto hit = I.cache.find(hash); hit != I.cache.end()) {
     ++I.stats.cacheHits;
     if (dump) {
-      I.optimize(*module);
+      I.optimize(*module, options.pipeline);
       I.writeDumps(before, *module, options);
     }
     return hit->second;
   }
 
-  I.optimize(*module);
+  I.optimize(*module, options.pipeline);
   double dumpMs = 0;
   if (dump) {
     const auto dumpStart = Clock::now();

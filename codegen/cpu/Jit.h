@@ -1,8 +1,9 @@
 // kiln::cpu::Jit — compiles LLVM modules to machine code for this CPU and hands back function
 // addresses. It wraps ORC's LLJIT: every module is verified, optimized with the new pass manager's
 // O3 pipeline for the target machine (so the vectorizers see the real CPU, its features and the
-// preferred vector width), optionally dumped (IR before and after, assembly), then linked into its
-// own JITDylib. Compiled modules are cached by a hash of their IR text.
+// preferred vector width) or a light one for IR that is vectorized already, optionally dumped (IR
+// before and after, assembly), then linked into its own JITDylib. Compiled modules are cached by a
+// hash of their IR (as bitcode) and pipeline.
 //
 // The header names llvm::Module and llvm::LLVMContext only as incomplete types, so code outside
 // codegen/cpu can hold a Jit and call compiled functions without LLVM headers; only the renderer,
@@ -39,8 +40,14 @@ struct CompileOptions {
   /// attribute of every function that does not set it. 0: the Jit's default (512 on AVX-512
   /// targets, 256 otherwise). Explicit vector types in the IR are compiled as written regardless.
   int preferVectorWidth = 0;
+  /// The optimization pipeline. Full: the new pass manager's O3 (loop and SLP vectorizers,
+  /// unrolling), for any IR. Light: for IR that is vectorized and unrolled as written, such as
+  /// kiln's kernels: inlining, scalar replacement, CSE, instruction combining, loop-invariant code
+  /// motion, GVN and full unrolling of loops with constant trip counts — a fifth of O3's time.
+  enum class Pipeline : uint8_t { Full, Light };
+  Pipeline pipeline = Pipeline::Full;
   /// When both are set, writes DUMPDIR/STEM.ll (the input IR with the triple, data layout and
-  /// vector-width attribute, i.e. what is hashed), STEM.opt.ll (after O3) and
+  /// vector-width attribute, i.e. what is hashed), STEM.opt.ll (after optimization) and
   /// STEM.s (the assembly). The directory is created if needed. A cache hit writes them too.
   std::string dumpDir;
   std::string dumpStem;
@@ -60,7 +67,7 @@ class CompiledModule {
   }
 
   const std::string& name() const { return name_; }
-  /// The cache key: a 64-bit hash of the IR text as given plus the options that change the code.
+  /// The cache key: a 64-bit hash of the IR as given plus the options that change the code.
   std::uint64_t hash() const { return hash_; }
   /// Wall time of the cold compile (verify, optimize, generate code, link), excluding dumps.
   double compileMs() const { return compileMs_; }

@@ -147,6 +147,7 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.stats.renderMs = msSince(t0);
 
   CompileOptions co;
+  co.pipeline = CompileOptions::Pipeline::Light;  // the renderer vectorizes and unrolls itself
   if (!options.dumpDir.empty()) {
     co.dumpDir = options.dumpDir;
     co.dumpStem = "program";

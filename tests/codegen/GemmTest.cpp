@@ -2,7 +2,8 @@
 // interpreter: one-node graphs (matmul with transposes and broadcast batches, conv2d with strides,
 // padding, dilation and groups, both convolution gradients) over awkward sizes, f32, f16, bf16,
 // f64, i32 and i64 operands, on the host's vector ISA and on plain x86-64 (SSE2), with pools of 1
-// and 2 threads (same bits on both). A test epilogue copies every finished tile to an output array
+// and 2 threads (same bits on both), on each of its paths (packed, split K, small M) and with
+// several contractions sharing one module. A test epilogue copies every finished tile to an output array
 // and counts how often each element is handed over (exactly once). AVX-512 code is compiled for
 // Skylake-X, and its IR (AVX-512 blocking on 16-lane vectors) runs on the host.
 //
@@ -115,7 +116,8 @@ HostTensor randomOperand(const ir::TensorType& type, std::mt19937_64& rng) {
 /// void epilogue(void** bufs, const ACC* tile, i64 ldt, i64 b, i64 m0, i64 m1, i64 n0, i64 n1):
 /// out[(b·M + m)·N + n] = tile[(m − m0)·ldt + n − n0] and ++count[…], where out and count are
 /// bufs[nbuf + 1] and bufs[nbuf + 2] (after the scratch) and M, N are the result-level sizes.
-llvm::Function* testEpilogue(llvm::Module& m, size_t nbuf, AccType acc, int64_t resultM, int64_t resultN) {
+llvm::Function* testEpilogue(llvm::Module& m, const std::string& name, size_t nbuf, AccType acc, int64_t resultM,
+                             int64_t resultN) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
   llvm::Type* i64 = b.getInt64Ty();
@@ -123,7 +125,7 @@ llvm::Function* testEpilogue(llvm::Module& m, size_t nbuf, AccType acc, int64_t 
   llvm::Type* elt = acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : i64;
   auto* f =
       llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
-                             llvm::Function::InternalLinkage, "test_epilogue", m);
+                             llvm::Function::InternalLinkage, name, m);
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
   b.SetInsertPoint(entry);
   llvm::Value* out = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), nbuf + 1));
@@ -180,36 +182,58 @@ Jit& sse2Jit() {
   return *jit;
 }
 
-/// The kernel of `c` in dtype `t`, lowered, emitted for `isa` with the test epilogue and compiled
-/// by `jit`.
+/// The kernel of a case in a dtype, lowered, emitted as function `name` with a test epilogue.
 struct Compiled {
   ir::Graph graph;
   kernels::Kernel kernel;
   kernels::GemmForm form;
+  std::string name;
   std::shared_ptr<const CompiledModule> module;
 };
 
-Compiled compile(Jit& jit, const Case& c, DType t, const VectorIsa& isa) {
-  Compiled out{ir::parseGraph(c.graph(t), "gemm_test.kir"), {}, {}, nullptr};
-  std::vector<kernels::Kernel> ks = kernels::lowerGraph(out.graph);
-  KILN_ASSERT(ks.size() == 1 && ks[0].hasContraction, "one contraction kernel expected");
-  out.kernel = std::move(ks[0]);
-  out.form = kernels::gemmForm(out.kernel);
+/// Cases `cs` in dtype `t`, emitted for `isa` into one module as functions gemm0, gemm1, … (so
+/// they share the module's GEMM functions) and compiled by `jit` as cpu::Program compiles.
+std::vector<Compiled> compileAll(Jit& jit, const std::vector<Case>& cs, DType t, const VectorIsa& isa,
+                                 std::string* ir = nullptr) {
+  std::vector<Compiled> out;
   auto m = std::make_unique<llvm::Module>("gemm_test", jit.context());
-  llvm::Function* epilogue = testEpilogue(*m, out.kernel.buffers.size(), accTypeOf(out.kernel),
-                                          out.form.groups * out.form.m, out.form.n);
-  emitContraction(*m, "gemm", out.kernel, epilogue, isa);
-  out.module = jit.compile(std::move(m));
+  for (const Case& c : cs) {
+    Compiled k{ir::parseGraph(c.graph(t), "gemm_test.kir"), {}, {}, fmt::format("gemm{}", out.size()), nullptr};
+    std::vector<kernels::Kernel> ks = kernels::lowerGraph(k.graph);
+    KILN_ASSERT(ks.size() == 1 && ks[0].hasContraction, "one contraction kernel expected");
+    k.kernel = std::move(ks[0]);
+    k.form = kernels::gemmForm(k.kernel);
+    llvm::Function* epilogue = testEpilogue(*m, k.name + ".test_epilogue", k.kernel.buffers.size(),
+                                            accTypeOf(k.kernel), k.form.groups * k.form.m, k.form.n);
+    emitContraction(*m, k.name, k.kernel, epilogue, isa);
+    out.push_back(std::move(k));
+  }
+  if (ir) {
+    llvm::raw_string_ostream os(*ir);
+    m->print(os, nullptr);
+  }
+  CompileOptions options;
+  options.pipeline = CompileOptions::Pipeline::Light;
+  std::shared_ptr<const CompiledModule> module = jit.compile(std::move(m), options);
+  for (Compiled& k : out) k.module = module;
   return out;
 }
 
-/// Runs case `c` in dtype `t` through `jit` with pools of each of `threads` and compares with
-/// the interpreter. The code is for `isa` (default: the Jit's own).
-void check(Jit& jit, const Case& c, DType t, std::initializer_list<int> threads = {1, 2},
-           std::optional<VectorIsa> isaOverride = std::nullopt) {
+Compiled compile(Jit& jit, const Case& c, DType t, const VectorIsa& isa) {
+  return std::move(compileAll(jit, {c}, t, isa).at(0));
+}
+
+/// The text of function `name`'s definition in module text `ir` (empty if it has none).
+std::string definition(const std::string& ir, const std::string& name) {
+  const size_t start = ir.find("define void @" + name + "(");
+  if (start == std::string::npos) return "";
+  return ir.substr(start, ir.find("\n}\n", start) - start);
+}
+
+/// Runs compiled kernel `k` (case `c` in dtype `t`) with pools of each of `threads` and compares
+/// with the interpreter; the code is for `isa`.
+void verify(const Compiled& k, const Case& c, DType t, std::initializer_list<int> threads, const VectorIsa& isa) {
   SCOPED_TRACE(c.graph(t));
-  const VectorIsa isa = isaOverride.value_or(isaOf(jit));
-  Compiled k = compile(jit, c, t, isa);
   const ir::Graph& g = k.graph;
   std::mt19937_64 rng(7);
   interp::TensorMap in{{"a", randomOperand(g.inputs()[0]->type, rng)}, {"b", randomOperand(g.inputs()[1]->type, rng)}};
@@ -229,7 +253,7 @@ void check(Jit& jit, const Case& c, DType t, std::initializer_list<int> threads 
   const double unit = acc == AccType::F32 ? 0x1p-24 : 0x1p-53;
   const double tolerance = static_cast<double>(k.form.k + 2) * unit;
 
-  auto fn = k.module->fn<void(void**, void*)>("gemm");
+  auto fn = k.module->fn<void(void**, void*)>(k.name);
   HostTensor first;  // the result of the first pool: every pool computes the same bits
   for (int n : threads) {
     SCOPED_TRACE(fmt::format("{} thread(s)", n));
@@ -270,9 +294,17 @@ void check(Jit& jit, const Case& c, DType t, std::initializer_list<int> threads 
   }
 }
 
+/// Runs case `c` in dtype `t` through `jit` with pools of each of `threads` and compares with
+/// the interpreter. The code is for `isa` (default: the Jit's own).
+void check(Jit& jit, const Case& c, DType t, std::initializer_list<int> threads = {1, 2},
+           std::optional<VectorIsa> isaOverride = std::nullopt) {
+  const VectorIsa isa = isaOverride.value_or(isaOf(jit));
+  verify(compile(jit, c, t, isa), c, t, threads, isa);
+}
+
 // Sizes from 1, 7, 33, 257 and 1000: one or many M blocks (144 rows) and N blocks (512
-// columns), one or many K slices (256), edge panels everywhere, one thread or the pool. K = 9000
-// is too deep to keep B packed over all of K; K = 0 gives zeros, M = 0 nothing.
+// columns), one or many K slices (256), edge panels everywhere, one thread or the pool. K = 0
+// gives zeros, M = 0 nothing; M <= 8 takes the small-M path (more in SmallM).
 TEST(Gemm, MatMulShapes) {
   const int64_t shapes[][3] = {{1, 1, 1},     {33, 7, 1000}, {257, 1000, 33}, {1000, 33, 257},
                                {3, 200, 9000}, {7, 33, 0},    {0, 7, 33}};
@@ -333,6 +365,62 @@ TEST(Gemm, Avx512) {
   check(hostJit(), kConvs[1].forward(), DType::f16, {1}, avx512);
   check(hostJit(), kConvs[2].gradInput(), DType::f64, {1}, avx512);
   check(hostJit(), matmul(7, 33, 300, true, false), DType::i64, {1}, avx512);
+}
+
+// M <= 8 streams B unpacked (GemmSmall.cpp): every M from 1 to 8 with odd N and K in every
+// transpose form (dot form where B's k is contiguous, axpy form where its n is; A in place or
+// converted into rows), every operand dtype, a broadcast batch, and B large enough to be split
+// across threads.
+TEST(Gemm, SmallM) {
+  std::string ir;
+  compileAll(hostJit(), {matmul(8, 9, 9), matmul(9, 9, 9)}, DType::f32, isaOf(hostJit()), &ir);
+  EXPECT_NE(definition(ir, "gemm0").find("@kiln.gemm.small.chunk."), std::string::npos) << ir;
+  EXPECT_EQ(definition(ir, "gemm1").find("@kiln.gemm.small.chunk."), std::string::npos) << ir;
+  for (int64_t m = 1; m <= 8; ++m)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check(hostJit(), matmul(m, 131 + 2 * m, 29 + 2 * m, ta, tb), DType::f32, {1});
+  const int64_t ms[] = {1, 3, 5, 8};
+  for (DType t : {DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64})
+    for (int form = 0; form < 4; ++form) check(hostJit(), matmul(ms[form], 67, 45, form & 1, form & 2), t, {1});
+  check(hostJit(), {"{t}[3,1,2,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,2,257]"}, DType::f32);
+  check(hostJit(), matmul(2, 1001, 301), DType::f32);
+  check(hostJit(), matmul(5, 1001, 301, true, true), DType::f32);
+  check(sse2Jit(), matmul(3, 67, 45, false, true), DType::f16, {2});
+}
+
+// K too deep to keep B packed over all of K (from about 8200 with N of 128 and more on AVX2) is
+// split into parts whose partial products are summed in a fixed order (Gemm.cpp): every transpose
+// form, f64, a batch.
+TEST(Gemm, SplitK) {
+  std::string ir;
+  compileAll(hostJit(), {matmul(33, 130, 9001)}, DType::f32, isaOf(hostJit()), &ir);
+  EXPECT_NE(definition(ir, "gemm0").find("@kiln.gemm.split.reduce."), std::string::npos) << ir;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check(hostJit(), matmul(33, 130, 9001, ta, tb), DType::f32);
+  check(hostJit(), matmul(20, 70, 9001, true, false), DType::f64);
+  check(hostJit(), {"{t}[2,17,9001]", "{t}[9001,130]", "matmul", "", "{t}[2,17,130]"}, DType::f32);
+}
+
+// Contractions of one module share the micro-kernel, the packing routines of strided operands and
+// the drivers: one definition each, found by name; each keeps its own descriptor.
+TEST(Gemm, SharedFunctions) {
+  const std::vector<Case> cases{matmul(33, 257, 300), matmul(65, 100, 70, true, false), matmul(33, 257, 300),
+                                matmul(2, 90, 77, false, true)};
+  const VectorIsa isa = isaOf(hostJit());
+  std::string ir;
+  std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::f32, isa, &ir);
+  for (size_t i = 0; i < cases.size(); ++i) verify(kernels[i], cases[i], DType::f32, {1, 2}, isa);
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = ir.find(text); at != std::string::npos; at = ir.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("define internal void @kiln.gemm.ukernel."), 1u);
+  EXPECT_EQ(count("define internal void @kiln.gemm.item."), 1u);
+  EXPECT_EQ(count("define internal void @kiln.gemm.chunk."), 1u);
+  EXPECT_EQ(count("define internal void @kiln.gemm.pack."), 2u) << "k or rows contiguous, for A and B alike";
+  EXPECT_EQ(count("define internal void @kiln.gemm.small.item."), 1u);
+  EXPECT_EQ(count(".desc = internal constant"), 4u);
 }
 
 // A small GEMM stays on one thread and needs one scratch slot; a large one one per thread.

@@ -1,0 +1,471 @@
+// The work items of contraction kernels (GemmEmitter.h), shared by every contraction of a module:
+// what a kernel knows about its shape (sizes, blocking, strides, the routines that pack its
+// operands, its epilogue) is in its descriptor, a constant the drivers read at run time, so the
+// drivers are optimized and compiled once per module.
+//
+// The chunk function that kiln_parallel_for runs claims a scratch slot, then items one at a time
+// from a shared counter (both counters live in the scratch header), so a thread that starts late
+// or runs slower simply takes fewer items. Which thread computes an item never changes its result.
+//
+// Packed path, one item = one C block over all of K (see Gemm.cpp's file comment):
+//
+//     for each K slice: pack B (unless kept packed), pack A, micro-kernel over the panels
+//     epilogue(block)
+//
+// Split-K path, one item = one part of K × one block of N columns × all of M, then a second
+// phase whose items sum the parts' partial products in order (see Gemm.cpp's file comment):
+//
+//     for each K slice of the part: pack B; for each M block: pack A, micro-kernel over the panels
+//     then, per block: partial[0] += partial[1], then += partial[2], …; epilogue(block)
+//
+// Small path, one item = M rows × one block of N columns (see GemmSmall.cpp's file comment):
+//
+//     convert A into rows (unless in place or held), the row-group kernels, epilogue(block)
+#include "codegen/cpu/GemmEmitter.h"
+
+#include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
+
+namespace kiln::cpu::gemm {
+
+namespace desc {
+
+llvm::StructType* type(llvm::LLVMContext& ctx) {
+  const char* name = "kiln.gemm.desc";
+  if (llvm::StructType* t = llvm::StructType::getTypeByName(ctx, name)) return t;
+  return llvm::StructType::create(ctx,
+                                  {llvm::ArrayType::get(llvm::Type::getInt64Ty(ctx), Count),
+                                   llvm::ArrayType::get(llvm::PointerType::getUnqual(ctx), Pointers)},
+                                  name);
+}
+
+llvm::Value* field(llvm::IRBuilder<>& b, llvm::Value* desc, int field) {
+  return b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), desc, static_cast<uint64_t>(field));
+}
+
+llvm::Value* load(llvm::IRBuilder<>& b, llvm::Value* desc, int f) {
+  return b.CreateAlignedLoad(b.getInt64Ty(), field(b, desc, f), llvm::Align(8));
+}
+
+llvm::Value* pointer(llvm::IRBuilder<>& b, llvm::Value* desc, Pointer p) {
+  llvm::Value* at = b.CreateConstInBoundsGEP2_32(type(b.getContext()), desc, 0, 1);
+  return b.CreateAlignedLoad(b.getPtrTy(), b.CreateConstInBoundsGEP1_64(b.getPtrTy(), at, static_cast<uint64_t>(p)),
+                             llvm::Align(8));
+}
+
+}  // namespace desc
+
+llvm::Value* batchOffset(GemmBuilder& g, llvm::Value* operand, llvm::Value* batch) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Type* i64t = b.getInt64Ty();
+  llvm::Value* constant = desc::load(b, operand, desc::Constant);
+  llvm::Value* rank = desc::load(b, operand, desc::Rank);
+  // The batch coordinates from the last on (one division each); plain matrices (rank 0, the
+  // common case) skip the loop.
+  llvm::BasicBlock* entry = b.GetInsertBlock();
+  llvm::Function* f = entry->getParent();
+  auto* body = llvm::BasicBlock::Create(g.ctx, "batch.dim", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "batch.done", f);
+  b.CreateCondBr(b.CreateICmpEQ(rank, g.i64(0)), done, body);
+  b.SetInsertPoint(body);
+  llvm::PHINode* d = b.CreatePHI(i64t, 2, "d");
+  llvm::PHINode* rest = b.CreatePHI(i64t, 2, "rest");
+  llvm::PHINode* sum = b.CreatePHI(i64t, 2, "sum");
+  d->addIncoming(g.i64(desc::kMaxBatchRank - 1), entry);
+  rest->addIncoming(batch, entry);
+  sum->addIncoming(constant, entry);
+  llvm::Value* size =
+      b.CreateAlignedLoad(i64t, b.CreateInBoundsGEP(i64t, desc::field(b, operand, desc::Sizes), d), llvm::Align(8));
+  llvm::Value* coeff =
+      b.CreateAlignedLoad(i64t, b.CreateInBoundsGEP(i64t, desc::field(b, operand, desc::Coeffs), d), llvm::Align(8));
+  llvm::Value* quotient = b.CreateUDiv(rest, size);
+  llvm::Value* coord = b.CreateSub(rest, b.CreateMul(quotient, size));
+  llvm::Value* next = b.CreateAdd(sum, b.CreateMul(coord, coeff));
+  llvm::Value* nextD = b.CreateSub(d, g.i64(1));
+  d->addIncoming(nextD, body);
+  rest->addIncoming(quotient, body);
+  sum->addIncoming(next, body);
+  b.CreateCondBr(b.CreateICmpSGE(nextD, b.CreateSub(g.i64(desc::kMaxBatchRank), rank)), body, done)
+      ->setMetadata(llvm::LLVMContext::MD_loop, g.loopAsWritten());
+  b.SetInsertPoint(done);
+  llvm::PHINode* offset = b.CreatePHI(i64t, 2, "offset");
+  offset->addIncoming(constant, entry);
+  offset->addIncoming(next, body);
+  return offset;
+}
+
+namespace {
+
+llvm::FunctionType* itemType(llvm::LLVMContext& ctx) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, llvm::Type::getInt64Ty(ctx)}, false);
+}
+
+/// The block of batch `batch` in the result-level view: the group moves from the batch into M
+/// (kernels/Gemm.h); calls the epilogue on rows [m0, m0 + rows) and columns [n0, n0 + cols).
+void callEpilogue(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* tile, llvm::Value* batch,
+                  llvm::Value* m0, llvm::Value* rows, llvm::Value* n0, llvm::Value* cols) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* groups = desc::load(b, d, desc::Groups);
+  llvm::Value* resultM0 = b.CreateAdd(b.CreateMul(b.CreateURem(batch, groups), desc::load(b, d, desc::M)), m0);
+  auto* type = llvm::FunctionType::get(b.getVoidTy(),
+                                       {b.getPtrTy(), b.getPtrTy(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(),
+                                        b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty()},
+                                       false);
+  b.CreateCall(type, desc::pointer(b, d, desc::Epilogue),
+               {bufs, tile, desc::load(b, d, desc::Ldt), b.CreateUDiv(batch, groups), resultM0,
+                b.CreateAdd(resultM0, rows), n0, b.CreateAdd(n0, cols)});
+}
+
+/// K slice kb of depth at most kcMost: its first k, its depth, and its depth padded to the
+/// micro-kernel's unroll.
+std::array<llvm::Value*, 3> kSlice(GemmBuilder& g, llvm::Value* kb, llvm::Value* kcMost, llvm::Value* k) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* k0 = b.CreateMul(kb, kcMost);
+  llvm::Value* kc = g.min(kcMost, b.CreateSub(k, k0));
+  return {k0, kc, b.CreateAnd(b.CreateAdd(kc, g.i64(kUnroll - 1)), g.i64(-kUnroll))};
+}
+
+/// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the packed path.
+void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Function* ukernel = microKernel(g);
+  llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
+  auto get = [&](int field) { return desc::load(b, d, field); };
+  llvm::Value *mBlocks = get(desc::MBlocks), *nBlocks = get(desc::NBlocks), *mb = get(desc::Mb), *nb = get(desc::Nb);
+  llvm::Value *kcMost = get(desc::Kc), *kBlocks = get(desc::KBlocks), *ldt = get(desc::Ldt), *k = get(desc::K);
+  llvm::Value* reuseB = b.CreateICmpNE(get(desc::ReuseB), g.i64(0));
+  llvm::Value* packA = desc::pointer(b, d, desc::PackA);
+  llvm::Value* packB = desc::pointer(b, d, desc::PackB);
+  llvm::Value* operandA = desc::field(b, d, desc::A);
+  llvm::Value* operandB = desc::field(b, d, desc::B);
+  const int mr = g.plan.mr, nr = g.plan.nr;
+  // Items run through the M blocks of one B block (b, n block) first.
+  llvm::Value* bBlock = b.CreateUDiv(item, mBlocks, "bblock");
+  llvm::Value* batch = b.CreateUDiv(bBlock, nBlocks, "b");
+  llvm::Value* offsetA = batchOffset(g, operandA, batch);
+  llvm::Value* offsetB = batchOffset(g, operandB, batch);
+  llvm::Value* m0 = b.CreateMul(b.CreateURem(item, mBlocks), mb, "m0");
+  llvm::Value* n0 = b.CreateMul(b.CreateURem(bBlock, nBlocks), nb, "n0");
+  llvm::Value* rows = g.min(mb, b.CreateSub(get(desc::M), m0));
+  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
+  llvm::Value* mPanels = b.CreateUDiv(b.CreateAdd(rows, g.i64(mr - 1)), g.i64(mr));
+  llvm::Value* nPanels = b.CreateUDiv(b.CreateAdd(cols, g.i64(nr - 1)), g.i64(nr));
+  llvm::Value* packedB = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
+  llvm::Value* packedA = b.CreateInBoundsGEP(b.getInt8Ty(), packedB, get(desc::PackBBytes));
+  llvm::Value* tile = b.CreateInBoundsGEP(b.getInt8Ty(), packedA, get(desc::PackABytes));
+  llvm::FunctionType* packType = packFunctionType(g.ctx);
+  auto slice = [&](llvm::Value* kb) { return kSlice(g, kb, kcMost, k); };
+  // Slices of B kept packed lie a slice of NB rows and KC k apart.
+  llvm::Value* sliceElements =
+      b.CreateMul(b.CreateUDiv(nb, g.i64(nr)), b.CreateAdd(b.CreateMul(kcMost, g.i64(nr)), g.i64(g.plan.lanes)));
+  auto bSlice = [&](llvm::Value* kb) {
+    llvm::Value* offset = b.CreateSelect(reuseB, b.CreateMul(kb, sliceElements), g.i64(0));
+    return b.CreateInBoundsGEP(g.elt, packedB, offset);
+  };
+  // With B kept packed over all of K, pack it unless the slot holds this B block already.
+  auto* packAll = llvm::BasicBlock::Create(g.ctx, "packb", f);
+  auto* packed = llvm::BasicBlock::Create(g.ctx, "packed", f);
+  llvm::Value* held = b.CreateAlignedLoad(b.getInt64Ty(), slot, llvm::Align(8));
+  b.CreateCondBr(b.CreateAnd(reuseB, b.CreateICmpNE(held, bBlock)), packAll, packed);
+  b.SetInsertPoint(packAll);
+  g.loop(g.i64(0), kBlocks, 1, "packb.slice", [&](llvm::Value* kb) {
+    auto [k0, kc, kcPad] = slice(kb);
+    b.CreateCall(packType, packB, {bufs, operandB, batch, offsetB, n0, cols, k0, kc, kcPad, bSlice(kb)});
+  });
+  b.CreateAlignedStore(bBlock, slot, llvm::Align(8));
+  b.CreateBr(packed);
+  b.SetInsertPoint(packed);
+  g.loop(g.i64(0), kBlocks, 1, "kslice", [&](llvm::Value* kb) {
+    auto [k0, kc, kcPad] = slice(kb);
+    llvm::Value* packedBSlice = bSlice(kb);
+    auto* packOne = llvm::BasicBlock::Create(g.ctx, "packb.one", f);
+    auto* packedOne = llvm::BasicBlock::Create(g.ctx, "packb.one.done", f);
+    b.CreateCondBr(reuseB, packedOne, packOne);
+    b.SetInsertPoint(packOne);
+    b.CreateCall(packType, packB, {bufs, operandB, batch, offsetB, n0, cols, k0, kc, kcPad, packedBSlice});
+    b.CreateBr(packedOne);
+    b.SetInsertPoint(packedOne);
+    b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, m0, rows, k0, kc, kcPad, packedA});
+    llvm::Value* accumulate = b.CreateICmpNE(kb, g.i64(0));
+    llvm::Value* aPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(mr)), g.i64(g.plan.lanes));
+    llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
+    llvm::Value* tileRows = b.CreateMul(ldt, g.i64(mr));
+    g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
+      llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedBSlice, b.CreateMul(jp, bPanelElements));
+      llvm::Value* tileColumns = b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(jp, g.i64(nr)));
+      g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
+        llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(ip, aPanelElements));
+        llvm::Value* c = b.CreateInBoundsGEP(g.elt, tileColumns, b.CreateMul(ip, tileRows));
+        b.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, ldt, accumulate});
+      });
+    });
+  });
+  callEpilogue(g, bufs, d, tile, batch, m0, rows, n0, cols);
+  b.CreateRetVoid();
+}
+
+/// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the small path.
+void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
+  auto get = [&](int field) { return desc::load(b, d, field); };
+  llvm::Value *nBlocks = get(desc::NBlocks), *nb = get(desc::Nb), *m = get(desc::M), *k = get(desc::K);
+  llvm::Value *ldt = get(desc::Ldt), *elementBytes = get(desc::ElementBytes);
+  llvm::Value* batch = b.CreateUDiv(item, nBlocks, "b");
+  llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
+  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
+  llvm::Value* packedA = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
+  llvm::Value* tile = b.CreateInBoundsGEP(b.getInt8Ty(), packedA, get(desc::PackABytes));
+  // An operand's element at `offset` (elements); the ends of an empty one may lie outside its
+  // buffer, hence no `inbounds`.
+  auto element = [&](int operand, llvm::Value* offset) {
+    llvm::Value* buffer = desc::load(b, d, operand + desc::Buffer);
+    llvm::Value* base =
+        b.CreateAlignedLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, buffer), llvm::Align(8));
+    return b.CreateGEP(b.getInt8Ty(), base, b.CreateMul(offset, elementBytes));
+  };
+  // A of this batch: in place, or converted into the slot unless it holds this batch's already.
+  llvm::Value* aSrc = element(desc::A, batchOffset(g, desc::field(b, d, desc::A), batch));
+  llvm::Value* inPlace = b.CreateICmpNE(get(desc::AInPlace), g.i64(0));
+  auto* pack = llvm::BasicBlock::Create(g.ctx, "packa", f);
+  auto* packed = llvm::BasicBlock::Create(g.ctx, "packa.done", f);
+  auto* ready = llvm::BasicBlock::Create(g.ctx, "a.ready", f);
+  llvm::Value* held = b.CreateICmpEQ(b.CreateAlignedLoad(b.getInt64Ty(), slot, llvm::Align(8)), batch);
+  llvm::Value* kPad = get(desc::KPad);
+  llvm::Value* aHere = b.CreateSelect(inPlace, aSrc, packedA);
+  llvm::Value* ldaHere = b.CreateSelect(inPlace, get(desc::A + desc::RowStride), kPad);
+  llvm::BasicBlock* entry = b.GetInsertBlock();
+  b.CreateCondBr(b.CreateOr(inPlace, held), ready, pack);
+  b.SetInsertPoint(pack);
+  auto* rowsType = llvm::FunctionType::get(
+      b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(),
+                      b.getPtrTy()},
+      false);
+  b.CreateCall(rowsType, desc::pointer(b, d, desc::PackRows),
+               {aSrc, get(desc::A + desc::RowStride), get(desc::A + desc::KStride), m, k, kPad, packedA});
+  b.CreateAlignedStore(batch, slot, llvm::Align(8));
+  b.CreateBr(packed);
+  b.SetInsertPoint(packed);
+  b.CreateBr(ready);
+  b.SetInsertPoint(ready);
+  llvm::PHINode* a = b.CreatePHI(b.getPtrTy(), 2, "a");
+  a->addIncoming(aHere, entry);
+  a->addIncoming(packedA, packed);
+  llvm::PHINode* lda = b.CreatePHI(b.getInt64Ty(), 2, "lda");
+  lda->addIncoming(ldaHere, entry);
+  lda->addIncoming(kPad, packed);
+  // B from column n0 on.
+  llvm::Value* bSrc = element(desc::B, b.CreateAdd(batchOffset(g, desc::field(b, d, desc::B), batch),
+                                                   b.CreateMul(n0, get(desc::B + desc::RowStride))));
+  llvm::Value* ldb = get(desc::B + desc::Ld);
+  auto* kernelType = llvm::FunctionType::get(b.getVoidTy(),
+                                             {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty(),
+                                              b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty()},
+                                             false);
+  b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel0), {a, lda, bSrc, ldb, k, cols, tile, ldt});
+  llvm::Value* group0 = get(desc::Group0);
+  auto* second = llvm::BasicBlock::Create(g.ctx, "group1", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "groups.done", f);
+  b.CreateCondBr(b.CreateICmpSGT(get(desc::Group1), g.i64(0)), second, done);
+  b.SetInsertPoint(second);
+  b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel1),
+               {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(group0, lda)), lda, bSrc, ldb, k, cols,
+                b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(group0, ldt)), ldt});
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+  callEpilogue(g, bufs, d, tile, batch, g.i64(0), m, n0, cols);
+  b.CreateRetVoid();
+}
+
+/// The scratch of the kernel whose buffer table is `bufs`.
+llvm::Value* scratchOf(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d) {
+  llvm::IRBuilder<>& b = g.b;
+  return b.CreateAlignedLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, desc::load(b, d, desc::ScratchIndex)),
+                             llvm::Align(8), "scratch");
+}
+
+/// The partial product of part `s` of batch `batch` (SplitK).
+llvm::Value* partialOf(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* batch, llvm::Value* s) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* index = b.CreateAdd(b.CreateMul(batch, desc::load(b, d, desc::Splits)), s);
+  llvm::Value* offset = b.CreateAdd(g.i64(kScratchHeaderBytes), b.CreateMul(index, desc::load(b, d, desc::PartialBytes)));
+  return b.CreateInBoundsGEP(b.getInt8Ty(), scratchOf(g, bufs, d), offset, "partial");
+}
+
+/// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the SplitK path's first phase:
+/// part s of K for one N block and all of M, into part s's partial product (row stride Ldt).
+void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Function* ukernel = microKernel(g);
+  llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
+  auto get = [&](int field) { return desc::load(b, d, field); };
+  llvm::Value *nBlocks = get(desc::NBlocks), *splits = get(desc::Splits), *mb = get(desc::Mb), *nb = get(desc::Nb);
+  llvm::Value *m = get(desc::M), *k = get(desc::K), *kcMost = get(desc::Kc), *ldc = get(desc::Ldt);
+  llvm::Value *sliceBlocks = get(desc::SliceBlocks), *kBlocks = get(desc::KBlocks), *mBlocks = get(desc::MBlocks);
+  llvm::Value* packA = desc::pointer(b, d, desc::PackA);
+  llvm::Value* packB = desc::pointer(b, d, desc::PackB);
+  llvm::Value* operandA = desc::field(b, d, desc::A);
+  llvm::Value* operandB = desc::field(b, d, desc::B);
+  llvm::FunctionType* packType = packFunctionType(g.ctx);
+  const int mr = g.plan.mr, nr = g.plan.nr;
+  // Items run through the N blocks of one part of one batch.
+  llvm::Value* part = b.CreateUDiv(item, nBlocks, "part");
+  llvm::Value* batch = b.CreateUDiv(part, splits, "b");
+  llvm::Value* s = b.CreateURem(part, splits, "s");
+  llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
+  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
+  llvm::Value* nPanels = b.CreateUDiv(b.CreateAdd(cols, g.i64(nr - 1)), g.i64(nr));
+  llvm::Value* offsetA = batchOffset(g, operandA, batch);
+  llvm::Value* offsetB = batchOffset(g, operandB, batch);
+  llvm::Value* partial = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, s), n0);
+  llvm::Value* packedB = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
+  llvm::Value* packedA = b.CreateInBoundsGEP(b.getInt8Ty(), packedB, get(desc::PackBBytes));
+  llvm::Value* first = b.CreateMul(s, sliceBlocks);
+  llvm::Value* last = g.min(b.CreateAdd(first, sliceBlocks), kBlocks);
+  g.loop(first, last, 1, "kslice", [&](llvm::Value* kb) {
+    auto [k0, kc, kcPad] = kSlice(g, kb, kcMost, k);
+    b.CreateCall(packType, packB, {bufs, operandB, batch, offsetB, n0, cols, k0, kc, kcPad, packedB});
+    llvm::Value* accumulate = b.CreateICmpNE(kb, first);
+    llvm::Value* aPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(mr)), g.i64(g.plan.lanes));
+    llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
+    g.loop(g.i64(0), mBlocks, 1, "mblock", [&](llvm::Value* mi) {
+      llvm::Value* m0 = b.CreateMul(mi, mb);
+      llvm::Value* rows = g.min(mb, b.CreateSub(m, m0));
+      llvm::Value* mPanels = b.CreateUDiv(b.CreateAdd(rows, g.i64(mr - 1)), g.i64(mr));
+      b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, m0, rows, k0, kc, kcPad, packedA});
+      llvm::Value* blockRows = b.CreateInBoundsGEP(g.elt, partial, b.CreateMul(m0, ldc));
+      g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
+        llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedB, b.CreateMul(jp, bPanelElements));
+        llvm::Value* columns = b.CreateInBoundsGEP(g.elt, blockRows, b.CreateMul(jp, g.i64(nr)));
+        g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
+          llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(ip, aPanelElements));
+          llvm::Value* c = b.CreateInBoundsGEP(g.elt, columns, b.CreateMul(ip, b.CreateMul(ldc, g.i64(mr))));
+          b.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, ldc, accumulate});
+        });
+      });
+    });
+  });
+  b.CreateRetVoid();
+}
+
+/// void chunk(const {void**, const Desc*}* ctx, i64, i64) of the SplitK path's second phase:
+/// claims blocks of MB × NB, sums the parts' partial products into part 0's in order and hands
+/// the sum to the epilogue.
+void emitReduceChunk(GemmBuilder& g, llvm::Function* f) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* ctx = f->getArg(0);
+  llvm::Value* bufs = b.CreateAlignedLoad(b.getPtrTy(), ctx, llvm::Align(8), "bufs");
+  llvm::Value* d = b.CreateAlignedLoad(b.getPtrTy(), b.CreateConstInBoundsGEP1_64(b.getPtrTy(), ctx, 1), llvm::Align(8));
+  auto get = [&](int field) { return desc::load(b, d, field); };
+  llvm::Value* counter = b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), scratchOf(g, bufs, d), 2);
+  llvm::Value *mBlocks = get(desc::MBlocks), *nBlocks = get(desc::NBlocks), *mb = get(desc::Mb), *nb = get(desc::Nb);
+  llvm::Value *ldc = get(desc::Ldt), *splits = get(desc::Splits), *items = get(desc::ReduceItems);
+  auto* claim = llvm::BasicBlock::Create(g.ctx, "claim", f);
+  auto* work = llvm::BasicBlock::Create(g.ctx, "work", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "done", f);
+  b.CreateBr(claim);
+  b.SetInsertPoint(claim);
+  llvm::Value* item =
+      b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, counter, g.i64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  b.CreateCondBr(b.CreateICmpULT(item, items), work, done);
+  b.SetInsertPoint(work);
+  llvm::Value* block = b.CreateUDiv(item, nBlocks);
+  llvm::Value* batch = b.CreateUDiv(block, mBlocks, "b");
+  llvm::Value* m0 = b.CreateMul(b.CreateURem(block, mBlocks), mb, "m0");
+  llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
+  llvm::Value* rows = g.min(mb, b.CreateSub(get(desc::M), m0));
+  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
+  llvm::Value* corner = b.CreateAdd(b.CreateMul(m0, ldc), n0);
+  llvm::Value* sum = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, g.i64(0)), corner);
+  const int lanes = g.plan.lanes;
+  const llvm::Align align(static_cast<uint64_t>(accBytes(g.acc)));
+  // Whole vectors: the partials' rows are padded to NR columns.
+  llvm::Value* vectorCols = b.CreateAnd(b.CreateAdd(cols, g.i64(lanes - 1)), g.i64(-lanes));
+  g.loop(g.i64(1), splits, 1, "part", [&](llvm::Value* s) {
+    llvm::Value* other = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, s), corner);
+    g.loop(g.i64(0), rows, 1, "row", [&](llvm::Value* r) {
+      llvm::Value* at = b.CreateMul(r, ldc);
+      g.loop(g.i64(0), vectorCols, lanes, "col", [&](llvm::Value* c) {
+        llvm::Value* to = b.CreateInBoundsGEP(g.elt, sum, b.CreateAdd(at, c));
+        llvm::Value* x = b.CreateAlignedLoad(g.vec, b.CreateInBoundsGEP(g.elt, other, b.CreateAdd(at, c)), align);
+        b.CreateAlignedStore(g.add(b.CreateAlignedLoad(g.vec, to, align), x), to, align);
+      });
+    });
+  });
+  callEpilogue(g, bufs, d, sum, batch, m0, rows, n0, cols);
+  b.CreateBr(claim);
+  b.SetInsertPoint(done);
+  b.CreateRetVoid();
+}
+
+/// void chunk(const {void**, const Desc*}* ctx, i64, i64): claims a scratch slot, then items until
+/// none are left. The range kiln_parallel_for hands over only decides how many chunks run.
+void emitChunk(GemmBuilder& g, llvm::Function* f, llvm::Function* item) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* ctx = f->getArg(0);
+  llvm::Value* bufs = b.CreateAlignedLoad(b.getPtrTy(), ctx, llvm::Align(8), "bufs");
+  llvm::Value* d = b.CreateAlignedLoad(b.getPtrTy(), b.CreateConstInBoundsGEP1_64(b.getPtrTy(), ctx, 1), llvm::Align(8));
+  llvm::Value* scratch = scratchOf(g, bufs, d);
+  llvm::Value* index =
+      b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, scratch, g.i64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  llvm::Value* slot = b.CreateInBoundsGEP(
+      b.getInt8Ty(), scratch,
+      b.CreateAdd(desc::load(b, d, desc::SlotsOffset), b.CreateMul(index, desc::load(b, d, desc::SlotBytes))));
+  b.CreateAlignedStore(g.i64(-1), slot, llvm::Align(8));  // it holds no packed operand yet
+  llvm::Value* items = desc::load(b, d, desc::Items);
+  auto* claim = llvm::BasicBlock::Create(g.ctx, "claim", f);
+  auto* work = llvm::BasicBlock::Create(g.ctx, "work", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "done", f);
+  b.CreateBr(claim);
+  b.SetInsertPoint(claim);
+  llvm::Value* i = b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), scratch, 8),
+                                     g.i64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
+  b.CreateCondBr(b.CreateICmpULT(i, items), work, done);
+  b.SetInsertPoint(work);
+  b.CreateCall(item, {bufs, d, slot, i});
+  b.CreateBr(claim);
+  b.SetInsertPoint(done);
+  b.CreateRetVoid();
+}
+
+llvm::FunctionType* chunkType(llvm::LLVMContext& ctx) {
+  llvm::Type* i64t = llvm::Type::getInt64Ty(ctx);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::getUnqual(ctx), i64t, i64t}, false);
+}
+
+std::string configTag(GemmBuilder& g) {
+  const char* acc = g.acc == AccType::F32 ? "f32" : g.acc == AccType::F64 ? "f64" : "i64";
+  return fmt::format("{}.{}x{}.v{}", acc, g.plan.mr, g.plan.nr, g.plan.lanes);
+}
+
+}  // namespace
+
+llvm::Function* packedDriver(GemmBuilder& g) {
+  const std::string tag = configTag(g);
+  llvm::Function* item =
+      g.sharedFunction("kiln.gemm.item." + tag, itemType(g.ctx), [&](llvm::Function* f) { emitPackedItem(g, f); });
+  return g.sharedFunction("kiln.gemm.chunk." + tag, chunkType(g.ctx), [&](llvm::Function* f) { emitChunk(g, f, item); });
+}
+
+llvm::Function* smallDriver(GemmBuilder& g) {
+  const std::string tag =
+      fmt::format("{}.v{}", g.acc == AccType::F32 ? "f32" : g.acc == AccType::F64 ? "f64" : "i64", g.plan.lanes);
+  llvm::Function* item = g.sharedFunction("kiln.gemm.small.item." + tag, itemType(g.ctx),
+                                          [&](llvm::Function* f) { emitSmallItem(g, f); });
+  return g.sharedFunction("kiln.gemm.small.chunk." + tag, chunkType(g.ctx),
+                          [&](llvm::Function* f) { emitChunk(g, f, item); });
+}
+
+std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g) {
+  const std::string tag = configTag(g);
+  llvm::Function* item = g.sharedFunction("kiln.gemm.split.item." + tag, itemType(g.ctx),
+                                          [&](llvm::Function* f) { emitSplitItem(g, f); });
+  return {g.sharedFunction("kiln.gemm.split.chunk." + tag, chunkType(g.ctx),
+                           [&](llvm::Function* f) { emitChunk(g, f, item); }),
+          g.sharedFunction("kiln.gemm.split.reduce." + tag, chunkType(g.ctx),
+                           [&](llvm::Function* f) { emitReduceChunk(g, f); })};
+}
+
+}  // namespace kiln::cpu::gemm

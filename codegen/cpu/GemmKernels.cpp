@@ -1,0 +1,352 @@
+// The parts of the GEMM that do not depend on a contraction's shape, emitted once per module and
+// called by every contraction that needs them (GemmEmitter.h): the micro-kernel, per register tile
+// and accumulator type, and the packing of strided operands, per operand dtype and contiguous
+// dimension, with the strides and the panel width as arguments.
+//
+// Strided packing, element (r, k) at src[k·ld + r] or src[r·ld + k] (src, ld and the panel width
+// from the operand's descriptor fields, so one routine serves A's and B's panels):
+//   - rows contiguous (B of A·B, A of Aᵀ·B): per k, vector loads of a panel's `width` rows,
+//     walking memory row by row (and prefetching the rows ahead); the last, partial panel with
+//     masked loads;
+//   - k contiguous (A of A·B, B of A·Bᵀ): per panel and `lanes` k, one vector load per row,
+//     transposed in registers `lanes` rows at a time; the K tail element by element, the last,
+//     partial panel zeroed, then its rows copied.
+// Panels are zero-padded to full width and to kcPad (a multiple of the micro-kernel's unroll).
+#include "codegen/cpu/GemmEmitter.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::cpu::gemm {
+namespace {
+
+// Rows ahead that the rows-contiguous packing prefetches: each of its rows is a page of its own in a
+// transposed operand, which the hardware prefetchers do not follow.
+constexpr int64_t kPrefetchRows = 8;
+
+std::vector<int> iota(int first, int count) {
+  std::vector<int> v(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = first + i;
+  return v;
+}
+
+const char* accName(AccType acc) { return acc == AccType::F32 ? "f32" : acc == AccType::F64 ? "f64" : "i64"; }
+
+/// The body of one micro-kernel (see microKernel).
+void emitMicroKernel(GemmBuilder& g, llvm::Function* f) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Type* i64t = b.getInt64Ty();
+  llvm::Type* ptr = b.getPtrTy();
+  llvm::Value *kc = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
+  const int mr = g.plan.mr, nr = g.plan.nr, lanes = g.plan.lanes, nv = nr / lanes;
+  const llvm::Align vecAlign(static_cast<uint64_t>(lanes * accBytes(g.acc)));
+  llvm::BasicBlock* entry = b.GetInsertBlock();
+  auto* body = llvm::BasicBlock::Create(g.ctx, "k", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "k.end", f);
+  auto* addStore = llvm::BasicBlock::Create(g.ctx, "accumulate", f);
+  auto* store = llvm::BasicBlock::Create(g.ctx, "store", f);
+  llvm::Value* zero = llvm::Constant::getNullValue(g.vec);
+  b.CreateCondBr(b.CreateICmpSGT(kc, g.i64(0)), body, done);
+
+  b.SetInsertPoint(body);
+  llvm::PHINode* kk = b.CreatePHI(i64t, 2, "kk");
+  llvm::PHINode* pa = b.CreatePHI(ptr, 2, "pa");
+  llvm::PHINode* pb = b.CreatePHI(ptr, 2, "pb");
+  kk->addIncoming(g.i64(0), entry);
+  pa->addIncoming(a, entry);
+  pb->addIncoming(bp, entry);
+  std::vector<llvm::PHINode*> phis;
+  std::vector<llvm::Value*> acc;
+  for (int i = 0; i < mr * nv; ++i) {
+    phis.push_back(b.CreatePHI(g.vec, 2, "acc"));
+    phis.back()->addIncoming(zero, entry);
+    acc.push_back(phis.back());
+  }
+  auto element = [&](llvm::Value* base, int offset) {
+    return b.CreateConstInBoundsGEP1_64(g.elt, base, static_cast<uint64_t>(offset));
+  };
+  for (int u = 0; u < kUnroll; ++u) {
+    std::vector<llvm::Value*> bv;
+    for (int j = 0; j < nv; ++j) bv.push_back(b.CreateAlignedLoad(g.vec, element(pb, u * nr + j * lanes), vecAlign));
+    for (int i = 0; i < mr; ++i) {
+      llvm::Value* av = g.splat(lanes, b.CreateAlignedLoad(g.elt, element(pa, u * mr + i), g.eltAlign()));
+      for (int j = 0; j < nv; ++j) acc[i * nv + j] = g.mulAdd(av, bv[j], acc[i * nv + j]);
+    }
+  }
+  llvm::Value* nextK = b.CreateAdd(kk, g.i64(kUnroll), "", /*HasNUW=*/true, /*HasNSW=*/true);
+  kk->addIncoming(nextK, body);
+  pa->addIncoming(element(pa, kUnroll * mr), body);
+  pb->addIncoming(element(pb, kUnroll * nr), body);
+  for (int i = 0; i < mr * nv; ++i) phis[i]->addIncoming(acc[i], body);
+  b.CreateCondBr(b.CreateICmpSLT(nextK, kc), body, done)->setMetadata(llvm::LLVMContext::MD_loop, g.loopAsWritten());
+
+  b.SetInsertPoint(done);
+  std::vector<llvm::Value*> sums;
+  for (int i = 0; i < mr * nv; ++i) {
+    llvm::PHINode* phi = b.CreatePHI(g.vec, 2, "sum");
+    phi->addIncoming(zero, entry);
+    phi->addIncoming(acc[i], body);
+    sums.push_back(phi);
+  }
+  b.CreateCondBr(f->getArg(5), addStore, store);
+  auto at = [&](int i, int j) {
+    return b.CreateInBoundsGEP(g.elt, c, b.CreateAdd(b.CreateMul(g.i64(i), ldc), g.i64(j * lanes)));
+  };
+  b.SetInsertPoint(addStore);
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nv; ++j)
+      b.CreateAlignedStore(g.add(b.CreateAlignedLoad(g.vec, at(i, j), vecAlign), sums[i * nv + j]), at(i, j), vecAlign);
+  b.CreateRetVoid();
+  b.SetInsertPoint(store);
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nv; ++j) b.CreateAlignedStore(sums[i * nv + j], at(i, j), vecAlign);
+  b.CreateRetVoid();
+}
+
+/// The body of one strided packing routine (see stridedPackFunction). Panel rows are handled
+/// in chunks of `lanes` elements, all stored as whole vectors: a partial chunk (6 of 8 lanes for
+/// MR = 6) spills into the start of the next panel row, written after it, or into the vector of
+/// slack after each panel (panelElements); masked stores are slow. Loads are whole vectors where
+/// they stay within the operand's rows, masked near the end.
+class StridedPacker {
+ public:
+  StridedPacker(GemmBuilder& g, llvm::Function* f)
+      : g_(g), b_(g.b), l_(g.plan.lanes), store_(g.storageType()), rows_(f->getArg(5)), kc_(f->getArg(7)),
+        kcPad_(f->getArg(8)), dst_(f->getArg(9)) {
+    llvm::Value *bufs = f->getArg(0), *operand = f->getArg(1);
+    llvm::Value* offset = b_.CreateAdd(
+        f->getArg(3), b_.CreateAdd(b_.CreateMul(f->getArg(4), desc::load(b_, operand, desc::RowStride)),
+                                   b_.CreateMul(f->getArg(6), desc::load(b_, operand, desc::KStride))));
+    llvm::Value* buffer = b_.CreateInBoundsGEP(b_.getPtrTy(), bufs, desc::load(b_, operand, desc::Buffer));
+    // The ends of an empty operand may lie outside its buffer, hence no `inbounds`.
+    src_ = b_.CreateGEP(store_, b_.CreateAlignedLoad(b_.getPtrTy(), buffer, llvm::Align(8)), offset, "src");
+    ld_ = desc::load(b_, operand, desc::Ld);
+    w_ = desc::load(b_, operand, desc::Width);
+    // The width is MR or NR: division by constants (a multiply), not by a run-time value.
+    full_ = divideByWidth(rows_);
+    rem_ = b_.CreateSub(rows_, b_.CreateMul(full_, w_), "rem");
+    panelElements_ = b_.CreateAdd(b_.CreateMul(kcPad_, w_), g_.i64(l_));
+    wholeChunks_ = b_.CreateAnd(w_, g_.i64(~int64_t{l_ - 1}), "whole");
+    partial_ = b_.CreateSub(w_, wholeChunks_, "partial");
+  }
+
+  void rowsContiguous() {
+    llvm::Type* type = g_.withLanes(store_, l_);
+    // Full panels whose partial chunk may be loaded as a whole vector (it reads the next panel's
+    // first rows, which exist), then those near the end that load it masked.
+    llvm::Value* reach = b_.CreateAdd(wholeChunks_, g_.i64(l_));
+    llvm::Value* safe = b_.CreateSelect(
+        b_.CreateICmpSGE(rows_, reach),
+        g_.min(full_, b_.CreateAdd(divideByWidth(b_.CreateSub(rows_, reach)), g_.i64(1))), g_.i64(0), "safe");
+    g_.loop(g_.i64(0), kc_, 1, "kk", [&](llvm::Value* kk) {
+      llvm::Value* row = g_.at(store_, src_, b_.CreateMul(kk, ld_));
+      llvm::Value* ahead = b_.CreateGEP(store_, row, b_.CreateMul(g_.i64(kPrefetchRows), ld_));
+      auto panel = [&](llvm::Value* p, bool masked) {
+        llvm::Value* first = b_.CreateMul(p, w_);
+        llvm::Value* from = g_.at(store_, row, first);
+        llvm::Value* to = panelRow(p, kk);
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                           {b_.CreateGEP(store_, ahead, first), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        g_.loop(g_.i64(0), wholeChunks_, l_, "chunk", [&](llvm::Value* c) {
+          llvm::Value* v = b_.CreateAlignedLoad(type, g_.at(store_, from, c), g_.storeAlign());
+          b_.CreateAlignedStore(g_.toAcc(v, l_), g_.at(g_.elt, to, c), g_.eltAlign());
+        });
+        when(b_.CreateICmpNE(partial_, g_.i64(0)), [&] {
+          llvm::Value* at = g_.at(store_, from, wholeChunks_);
+          llvm::Value* v = masked ? maskedLoad(type, at, below(partial_))
+                                  : static_cast<llvm::Value*>(b_.CreateAlignedLoad(type, at, g_.storeAlign()));
+          b_.CreateAlignedStore(g_.toAcc(v, l_), g_.at(g_.elt, to, wholeChunks_), g_.eltAlign());
+        });
+      };
+      g_.loop(g_.i64(0), safe, 1, "panel", [&](llvm::Value* p) { panel(p, false); });
+      g_.loop(safe, full_, 1, "panel.end", [&](llvm::Value* p) { panel(p, true); });
+      when(b_.CreateICmpNE(rem_, g_.i64(0)), [&] {  // the partial panel: rows below rem
+        llvm::Value* from = g_.at(store_, row, b_.CreateMul(full_, w_));
+        llvm::Value* to = panelRow(full_, kk);
+        g_.loop(g_.i64(0), w_, l_, "chunk", [&](llvm::Value* c) {
+          llvm::Value* v = maskedLoad(type, g_.at(store_, from, c), below(b_.CreateSub(rem_, c)));
+          b_.CreateAlignedStore(g_.toAcc(v, l_), g_.at(g_.elt, to, c), g_.eltAlign());
+        });
+      });
+    });
+    llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
+    g_.loop(kc_, kcPad_, 1, "kk.pad", [&](llvm::Value* kk) {
+      g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+        llvm::Value* to = panelRow(p, kk);
+        g_.loop(g_.i64(0), w_, l_, "chunk", [&](llvm::Value* c) {
+          b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.vec), g_.at(g_.elt, to, c), g_.eltAlign());
+        });
+      });
+    });
+    b_.CreateRetVoid();
+  }
+
+  void kContiguous() {
+    llvm::Value* kcMain = b_.CreateAnd(kc_, g_.i64(~int64_t{l_ - 1}));
+    g_.loop(g_.i64(0), full_, 1, "panel", [&](llvm::Value* p) {
+      g_.loop(g_.i64(0), kcMain, l_, "kk", [&](llvm::Value* kk) {
+        // The partial block first: its spills into the next rows' first columns are overwritten.
+        when(b_.CreateICmpNE(partial_, g_.i64(0)), [&] { transposed(p, kk, wholeChunks_, partial_); });
+        g_.loop(g_.i64(0), wholeChunks_, l_, "block", [&](llvm::Value* r0) { transposed(p, kk, r0, nullptr); });
+      });
+      g_.loop(kcMain, kcPad_, 1, "kk.tail", [&](llvm::Value* kk) { byElements(p, kk, w_); });
+    });
+    // The partial panel: zeros, then its rows' k one by one (a strided store each).
+    when(b_.CreateICmpNE(rem_, g_.i64(0)), [&] {
+      llvm::Value* panel = g_.at(g_.elt, dst_, b_.CreateMul(full_, panelElements_));
+      g_.loop(g_.i64(0), b_.CreateMul(kcPad_, w_), l_, "zero", [&](llvm::Value* i) {
+        b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.vec), g_.at(g_.elt, panel, i), g_.eltAlign());
+      });
+      g_.loop(g_.i64(0), rem_, 1, "r", [&](llvm::Value* r) {
+        llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateAdd(b_.CreateMul(full_, w_), r), ld_));
+        llvm::Value* to = g_.at(g_.elt, panel, r);
+        g_.loop(g_.i64(0), kc_, 1, "k", [&](llvm::Value* kk) {
+          llvm::Value* x = b_.CreateAlignedLoad(store_, g_.at(store_, from, kk), g_.storeAlign());
+          b_.CreateAlignedStore(g_.toAcc(x, 1), g_.at(g_.elt, to, b_.CreateMul(kk, w_)), g_.eltAlign());
+        });
+      });
+    });
+    b_.CreateRetVoid();
+  }
+
+ private:
+  /// The lane mask lane < n (n an i64 of small magnitude, negative too), compared in i32.
+  llvm::Value* below(llvm::Value* n) {
+    std::vector<llvm::Constant*> v;
+    for (int i : iota(0, l_)) v.push_back(g_.constant(b_.getInt32Ty(), i));
+    return b_.CreateICmpSLT(llvm::ConstantVector::get(v), g_.splat(l_, b_.CreateTrunc(n, b_.getInt32Ty())));
+  }
+
+  llvm::Value* maskedLoad(llvm::Type* type, llvm::Value* at, llvm::Value* mask) {
+    return b_.CreateMaskedLoad(type, at, g_.storeAlign(), mask, llvm::Constant::getNullValue(type));
+  }
+
+  /// x / width, as a division by MR or by NR (a multiply) rather than by a run-time value.
+  llvm::Value* divideByWidth(llvm::Value* x) {
+    return b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(g_.plan.mr)), b_.CreateUDiv(x, g_.i64(g_.plan.mr)),
+                           b_.CreateUDiv(x, g_.i64(g_.plan.nr)));
+  }
+
+  /// Row kk of panel p in the destination.
+  llvm::Value* panelRow(llvm::Value* p, llvm::Value* kk) {
+    return g_.at(g_.elt, dst_, b_.CreateAdd(b_.CreateMul(p, panelElements_), b_.CreateMul(kk, w_)));
+  }
+
+  void when(llvm::Value* cond, const std::function<void()>& body) {
+    llvm::Function* f = b_.GetInsertBlock()->getParent();
+    auto* then = llvm::BasicBlock::Create(g_.ctx, "then", f);
+    auto* done = llvm::BasicBlock::Create(g_.ctx, "then.done", f);
+    b_.CreateCondBr(cond, then, done);
+    b_.SetInsertPoint(then);
+    body();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  /// Panel rows kk … kk + l - 1 of full panel p (k contiguous), columns r0 … r0 + l - 1 (or the
+  /// first `count`): `l` k of each row, transposed in registers.
+  void transposed(llvm::Value* p, llvm::Value* kk, llvm::Value* r0, llvm::Value* count) {
+    llvm::Value* first =
+        g_.at(store_, src_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(p, w_), r0), ld_), kk));
+    std::vector<llvm::Value*> rows;
+    for (int r = 0; r < l_; ++r) {
+      // Rows past `count` reload row 0; their lanes are not stored.
+      llvm::Value* row = count ? b_.CreateSelect(b_.CreateICmpSLT(g_.i64(r), count), g_.i64(r), g_.i64(0)) : g_.i64(r);
+      llvm::Value* at = g_.at(store_, first, b_.CreateMul(row, ld_));
+      rows.push_back(g_.toAcc(b_.CreateAlignedLoad(g_.withLanes(store_, l_), at, g_.storeAlign()), l_));
+    }
+    rows = transposeSquare(b_, std::move(rows));
+    // Whole vectors: with `count` columns, each spills into the start of the next panel row,
+    // written after it (the panel's whole blocks after its partial one, rows in order), or into the
+    // panel's slack.
+    llvm::Value* to = g_.at(g_.elt, panelRow(p, kk), r0);
+    for (int k = 0; k < l_; ++k)
+      b_.CreateAlignedStore(rows[static_cast<size_t>(k)], g_.at(g_.elt, to, b_.CreateMul(g_.i64(k), w_)),
+                            g_.eltAlign());
+  }
+
+  /// Panel row kk of panel p (k contiguous) element by element: rows below `valid` and k below
+  /// kc, zero elsewhere.
+  void byElements(llvm::Value* p, llvm::Value* kk, llvm::Value* valid) {
+    llvm::Value* kValid = b_.CreateICmpSLT(kk, kc_);
+    llvm::Value* row0 = b_.CreateMul(p, w_);
+    llvm::Value* to = panelRow(p, kk);
+    g_.loop(g_.i64(0), w_, 1, "r", [&](llvm::Value* r) {
+      llvm::Value* ok = b_.CreateAnd(kValid, b_.CreateICmpSLT(r, valid));
+      llvm::Value* index = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, r), ld_), kk);
+      llvm::Value* x =
+          b_.CreateAlignedLoad(store_, g_.at(store_, src_, b_.CreateSelect(ok, index, g_.i64(0))), g_.storeAlign());
+      x = b_.CreateSelect(ok, g_.toAcc(x, 1), llvm::Constant::getNullValue(g_.elt));
+      b_.CreateAlignedStore(x, g_.at(g_.elt, to, r), g_.eltAlign());
+    });
+  }
+
+  GemmBuilder& g_;
+  llvm::IRBuilder<>& b_;
+  const int l_;
+  llvm::Type* store_;
+  llvm::Value *rows_, *kc_, *kcPad_, *dst_, *src_, *ld_, *w_;
+  llvm::Value *full_, *rem_, *panelElements_, *wholeChunks_, *partial_;
+};
+
+}  // namespace
+
+std::vector<llvm::Value*> transposeSquare(llvm::IRBuilder<>& b, std::vector<llvm::Value*> rows) {
+  // For h = l/2 … 1, rows i and i + h exchange the elements whose row and column differ in bit h.
+  const int l = static_cast<int>(rows.size());
+  for (int h = l / 2; h >= 1; h /= 2) {
+    std::vector<int> low, high;
+    for (int j = 0; j < l; ++j) {
+      low.push_back(j & h ? l + j - h : j);
+      high.push_back(j & h ? l + j : j + h);
+    }
+    for (int i = 0; i < l; ++i) {
+      if (i & h) continue;
+      llvm::Value *x = rows[static_cast<size_t>(i)], *y = rows[static_cast<size_t>(i + h)];
+      rows[static_cast<size_t>(i)] = b.CreateShuffleVector(x, y, low);
+      rows[static_cast<size_t>(i + h)] = b.CreateShuffleVector(x, y, high);
+    }
+  }
+  return rows;
+}
+
+llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) {
+  const int nx = static_cast<int>(llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements());
+  const int ny = static_cast<int>(llvm::cast<llvm::FixedVectorType>(y->getType())->getNumElements());
+  if (nx != ny) {  // widen y with poison lanes first
+    std::vector<int> widen = iota(0, nx);
+    for (int& i : widen) i = i < ny ? i : -1;
+    y = b.CreateShuffleVector(y, widen);
+  }
+  return b.CreateShuffleVector(x, y, iota(0, nx + ny));
+}
+
+llvm::Function* microKernel(GemmBuilder& g) {
+  llvm::Type* i64t = g.b.getInt64Ty();
+  llvm::Type* ptr = g.b.getPtrTy();
+  auto* type = llvm::FunctionType::get(g.b.getVoidTy(), {i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()}, false);
+  const std::string name =
+      fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}", accName(g.acc), g.plan.mr, g.plan.nr, g.plan.lanes);
+  return g.sharedFunction(name, type, [&](llvm::Function* f) { emitMicroKernel(g, f); });
+}
+
+llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx) {
+  llvm::Type* i64t = llvm::Type::getInt64Ty(ctx);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64t, i64t, i64t, i64t, i64t, i64t, i64t, ptr},
+                                 false);
+}
+
+llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous) {
+  const std::string name = fmt::format("kiln.gemm.pack.{}.{}", g.typeTag(), rowsContiguous ? "rows" : "k");
+  return g.sharedFunction(name, packFunctionType(g.ctx), [&](llvm::Function* f) {
+    StridedPacker packer(g, f);
+    rowsContiguous ? packer.rowsContiguous() : packer.kContiguous();
+  });
+}
+
+}  // namespace kiln::cpu::gemm

@@ -1,0 +1,310 @@
+// The small-M path of the GEMM (GemmEmitter.h): products with at most kSmallM rows (batch-1 to
+// batch-8 inference, weight gradients of a narrow last layer) whose operands are both strided
+// (sharedStrides). Packing B costs as much as the whole product there (2·M flops per packed
+// element), so B — the weight — is streamed from memory as it is, read once, and never packed:
+//
+//   - dot form, B's k contiguous (a linear layer's weight W[n, k] read as Wᵀ): a group of R rows
+//     of W against the M rows of A, R·M vector accumulators over k, summed across lanes at the
+//     end; the K tail with masked loads;
+//   - axpy form, B's n contiguous (row k of B at k·ldb): per k, V vectors of B's row against A's
+//     M values broadcast, M·V vector accumulators over n; the N tail one vector at a time, the
+//     last, partial one masked.
+//
+// A is read in place when its k is contiguous and it is stored in the accumulator type, and is
+// otherwise converted once per batch and thread into zero-padded rows of kPad = K rounded up to
+// the vector lanes. M rows are done in groups of at most 4 (5 to 8 rows: two groups), with
+// R = V = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at most 9 accumulators plus the operand
+// vectors stay in AVX2's 16 registers. Each element's sum runs in the same order whichever group
+// or block it falls in, so results do not depend on the blocking or the thread count.
+//
+// The threshold is the row count, not a model: up to kSmallM rows the packed path computes at
+// most 8 of its 6-row micro-tiles' rows per panel pair and spends more on packing B than on the
+// product; from there on, streaming B once per row group loses to packing it once.
+//
+// Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
+// kSmallParallelBytes, where waking a thread costs more than streaming it), else blocks of about
+// kSmallBlockBytes of B claimed by the threads one at a time. Each item writes its block's M rows
+// into a tile in its thread's slot and hands the tile to the epilogue.
+#include "codegen/cpu/GemmEmitter.h"
+
+#include <llvm/IR/Module.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::cpu::gemm {
+namespace {
+
+constexpr int64_t kSmallM = 8;                    // rows of the product at most
+constexpr int64_t kSmallParallelBytes = 1 << 20;  // of B (in accumulator elements): from here on, threads
+constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threads
+constexpr int kMaxGroupRows = 4;
+
+/// B rows (dot form) or B vectors (axpy form) per step for a group of `rows` rows of A.
+int columnsPerStep(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows == 3 ? 3 : 2; }
+
+bool dotForm(const kernels::GemmForm& f) { return !sharedStrides(f, false)->rowsContiguous(); }
+
+std::vector<int> iota(int first, int count) {
+  std::vector<int> v(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = first + i;
+  return v;
+}
+
+using Values = std::vector<llvm::Value*>;
+
+/// Emits the small path's shared kernels.
+class SmallEmitter {
+ public:
+  explicit SmallEmitter(GemmBuilder& g) : g_(g), b_(g.b), l_(g.plan.lanes), store_(g.storageType()) {}
+
+  llvm::Function* rowsFunction();
+  llvm::Function* kernelFunction(int rows);
+
+ private:
+  /// for (i = begin; i < end; i += step) values = body(i, values); the values after the loop.
+  Values carry(llvm::Value* begin, llvm::Value* end, int64_t step, const std::string& label, const Values& init,
+               const std::function<Values(llvm::Value*, const Values&)>& body);
+  /// `cond ? body(values) : values`.
+  Values carryIf(llvm::Value* cond, const std::string& label, const Values& init,
+                 const std::function<Values(const Values&)>& body);
+  llvm::Value* lanesBelow(llvm::Value* first, llvm::Value* end);
+  /// A vector load, masked (zero in the lanes off) when `mask` is given.
+  llvm::Value* load(llvm::Type* type, llvm::Value* at, llvm::Align align, llvm::Value* mask) {
+    if (!mask) return b_.CreateAlignedLoad(type, at, align);
+    return b_.CreateMaskedLoad(type, at, align, mask, llvm::Constant::getNullValue(type));
+  }
+
+  void emitDot(llvm::Function* f, int rows, int r);
+  void emitAxpy(llvm::Function* f, int rows, int v);
+
+  GemmBuilder& g_;
+  llvm::IRBuilder<>& b_;
+  const int l_;
+  llvm::Type* store_;
+};
+
+Values SmallEmitter::carry(llvm::Value* begin, llvm::Value* end, int64_t step, const std::string& label,
+                           const Values& init, const std::function<Values(llvm::Value*, const Values&)>& body) {
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* entry = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(g_.ctx, label, f);
+  auto* exit = llvm::BasicBlock::Create(g_.ctx, label + ".end", f);
+  b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, label + ".i");
+  i->addIncoming(begin, entry);
+  Values phis;
+  for (llvm::Value* v : init) {
+    llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, entry);
+    phis.push_back(phi);
+  }
+  Values next = body(i, phis);
+  llvm::Value* nextI = b_.CreateAdd(i, g_.i64(step), "", /*HasNUW=*/true, /*HasNSW=*/true);
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  i->addIncoming(nextI, latch);
+  for (size_t k = 0; k < phis.size(); ++k) llvm::cast<llvm::PHINode>(phis[k])->addIncoming(next[k], latch);
+  b_.CreateCondBr(b_.CreateICmpSLT(nextI, end), head, exit)->setMetadata(llvm::LLVMContext::MD_loop, g_.loopAsWritten());
+  b_.SetInsertPoint(exit);
+  Values out;
+  for (size_t k = 0; k < init.size(); ++k) {
+    llvm::PHINode* phi = b_.CreatePHI(init[k]->getType(), 2);
+    phi->addIncoming(init[k], entry);
+    phi->addIncoming(next[k], latch);
+    out.push_back(phi);
+  }
+  return out;
+}
+
+Values SmallEmitter::carryIf(llvm::Value* cond, const std::string& label, const Values& init,
+                             const std::function<Values(const Values&)>& body) {
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* entry = b_.GetInsertBlock();
+  auto* then = llvm::BasicBlock::Create(g_.ctx, label, f);
+  auto* done = llvm::BasicBlock::Create(g_.ctx, label + ".end", f);
+  b_.CreateCondBr(cond, then, done);
+  b_.SetInsertPoint(then);
+  Values next = body(init);
+  llvm::BasicBlock* last = b_.GetInsertBlock();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  Values out;
+  for (size_t k = 0; k < init.size(); ++k) {
+    llvm::PHINode* phi = b_.CreatePHI(init[k]->getType(), 2);
+    phi->addIncoming(init[k], entry);
+    phi->addIncoming(next[k], last);
+    out.push_back(phi);
+  }
+  return out;
+}
+
+/// The lane mask first + lane < end over l_ lanes (compared in i32: end - first is small).
+llvm::Value* SmallEmitter::lanesBelow(llvm::Value* first, llvm::Value* end) {
+  std::vector<llvm::Constant*> v;
+  for (int i : iota(0, l_)) v.push_back(g_.constant(b_.getInt32Ty(), i));
+  llvm::Value* n = b_.CreateTrunc(b_.CreateSub(end, first), b_.getInt32Ty());
+  return b_.CreateICmpSLT(llvm::ConstantVector::get(v), g_.splat(l_, n));
+}
+
+/// void rows(const T* src, i64 rs, i64 ks, i64 rows, i64 k, i64 kPad, ACC* dst):
+/// dst[r·kPad + kk] = src[r·rs + kk·ks] converted, zero for k <= kk < kPad.
+llvm::Function* SmallEmitter::rowsFunction() {
+  llvm::Type* i64t = b_.getInt64Ty();
+  llvm::Type* ptr = b_.getPtrTy();
+  auto* type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, i64t, i64t, i64t, i64t, ptr}, false);
+  return g_.sharedFunction(fmt::format("kiln.gemm.rows.{}", g_.typeTag()), type, [&](llvm::Function* f) {
+    llvm::Value *src = f->getArg(0), *rs = f->getArg(1), *ks = f->getArg(2), *k = f->getArg(4), *kPad = f->getArg(5);
+    g_.loop(g_.i64(0), f->getArg(3), 1, "r", [&](llvm::Value* r) {
+      llvm::Value* from = g_.at(store_, src, b_.CreateMul(r, rs));
+      llvm::Value* to = g_.at(g_.elt, f->getArg(6), b_.CreateMul(r, kPad));
+      g_.loop(g_.i64(0), k, 1, "k", [&](llvm::Value* kk) {
+        llvm::Value* x = b_.CreateAlignedLoad(store_, g_.at(store_, from, b_.CreateMul(kk, ks)), g_.storeAlign());
+        b_.CreateAlignedStore(g_.toAcc(x, 1), g_.at(g_.elt, to, kk), g_.eltAlign());
+      });
+      g_.loop(k, kPad, 1, "pad", [&](llvm::Value* kk) {
+        b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.elt), g_.at(g_.elt, to, kk), g_.eltAlign());
+      });
+    });
+    b_.CreateRetVoid();
+  });
+}
+
+/// void kernel(const ACC* a, i64 lda, const T* b, i64 ldb, i64 k, i64 cols, ACC* tile, i64 ldt):
+/// tile[i·ldt + j] = Σ_kk a[i·lda + kk] · B(kk, j) for i < ROWS, j < cols, where B(kk, j) is
+/// b[j·ldb + kk] (dot form) or b[kk·ldb + j] (axpy form).
+llvm::Function* SmallEmitter::kernelFunction(int rows) {
+  llvm::Type* i64t = b_.getInt64Ty();
+  llvm::Type* ptr = b_.getPtrTy();
+  auto* type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, ptr, i64t, i64t, i64t, ptr, i64t}, false);
+  const bool dot = dotForm(g_.form);
+  const int step = columnsPerStep(rows);
+  const std::string name =
+      fmt::format("kiln.gemm.{}.{}.m{}.{}{}", dot ? "dot" : "axpy", g_.typeTag(), rows, dot ? "r" : "v", step);
+  return g_.sharedFunction(name, type,
+                           [&](llvm::Function* f) { dot ? emitDot(f, rows, step) : emitAxpy(f, rows, step); });
+}
+
+void SmallEmitter::emitDot(llvm::Function* f, int rows, int r) {
+  llvm::Value *a = f->getArg(0), *lda = f->getArg(1), *bp = f->getArg(2), *ldb = f->getArg(3), *k = f->getArg(4),
+              *cols = f->getArg(5), *tile = f->getArg(6), *ldt = f->getArg(7);
+  llvm::Type* bVec = g_.withLanes(store_, l_);
+  llvm::Value* kMain = b_.CreateAnd(k, g_.i64(~int64_t{l_ - 1}));
+  // Columns [j0, j0 + count): `count` rows of W against the group's rows of A.
+  auto columns = [&](llvm::Value* j0, int count) {
+    Values zero(static_cast<size_t>(rows * count), llvm::Constant::getNullValue(g_.vec));
+    auto step = [&](llvm::Value* kk, const Values& acc, llvm::Value* mask) {
+      Values next = acc, av, bv;
+      for (int i = 0; i < rows; ++i) {
+        llvm::Value* at = g_.at(g_.elt, a, b_.CreateAdd(b_.CreateMul(g_.i64(i), lda), kk));
+        av.push_back(load(g_.vec, at, g_.eltAlign(), mask));
+      }
+      for (int j = 0; j < count; ++j) {
+        llvm::Value* at = g_.at(store_, bp, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j0, g_.i64(j)), ldb), kk));
+        bv.push_back(g_.toAcc(load(bVec, at, g_.storeAlign(), mask), l_));
+      }
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < count; ++j) next[i * count + j] = g_.mulAdd(av[i], bv[j], acc[i * count + j]);
+      return next;
+    };
+    Values acc =
+        carry(g_.i64(0), kMain, l_, "k", zero, [&](llvm::Value* kk, const Values& v) { return step(kk, v, nullptr); });
+    acc = carryIf(b_.CreateICmpSLT(kMain, k), "k.tail", acc,
+                  [&](const Values& v) { return step(kMain, v, lanesBelow(kMain, k)); });
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < count; ++j) {
+        llvm::Value* at = b_.CreateAdd(b_.CreateMul(g_.i64(i), ldt), b_.CreateAdd(j0, g_.i64(j)));
+        b_.CreateAlignedStore(g_.sumLanes(acc[i * count + j]), g_.at(g_.elt, tile, at), g_.eltAlign());
+      }
+  };
+  llvm::Value* fullEnd = b_.CreateSub(cols, b_.CreateSRem(cols, g_.i64(r)));
+  g_.loop(g_.i64(0), fullEnd, r, "cols", [&](llvm::Value* j0) { columns(j0, r); });
+  g_.loop(fullEnd, cols, 1, "cols.tail", [&](llvm::Value* j0) { columns(j0, 1); });
+  b_.CreateRetVoid();
+}
+
+void SmallEmitter::emitAxpy(llvm::Function* f, int rows, int v) {
+  llvm::Value *a = f->getArg(0), *lda = f->getArg(1), *bp = f->getArg(2), *ldb = f->getArg(3), *k = f->getArg(4),
+              *cols = f->getArg(5), *tile = f->getArg(6), *ldt = f->getArg(7);
+  llvm::Type* bVec = g_.withLanes(store_, l_);
+  // Columns [j0, j0 + count·lanes), the last vector masked to `mask` when given.
+  auto columns = [&](llvm::Value* j0, int count, llvm::Value* mask) {
+    Values zero(static_cast<size_t>(rows * count), llvm::Constant::getNullValue(g_.vec));
+    Values acc = carry(g_.i64(0), k, 1, "k", zero, [&](llvm::Value* kk, const Values& acc) {
+      Values next = acc, bv;
+      llvm::Value* row = g_.at(store_, bp, b_.CreateAdd(b_.CreateMul(kk, ldb), j0));
+      for (int j = 0; j < count; ++j) {
+        llvm::Value* at = g_.at(store_, row, g_.i64(j * l_));
+        bv.push_back(g_.toAcc(load(bVec, at, g_.storeAlign(), mask), l_));
+      }
+      for (int i = 0; i < rows; ++i) {
+        llvm::Value* x = b_.CreateAlignedLoad(g_.elt, g_.at(g_.elt, a, b_.CreateAdd(b_.CreateMul(g_.i64(i), lda), kk)),
+                                              g_.eltAlign());
+        llvm::Value* av = g_.splat(l_, x);
+        for (int j = 0; j < count; ++j) next[i * count + j] = g_.mulAdd(av, bv[j], acc[i * count + j]);
+      }
+      return next;
+    });
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < count; ++j) {
+        llvm::Value* at = b_.CreateAdd(b_.CreateMul(g_.i64(i), ldt), b_.CreateAdd(j0, g_.i64(j * l_)));
+        b_.CreateAlignedStore(acc[i * count + j], g_.at(g_.elt, tile, at), g_.eltAlign());
+      }
+  };
+  // Steps of V vectors, then single vectors, then the last, partial vector masked.
+  const int width = v * l_;
+  llvm::Value* stepsEnd = b_.CreateSub(cols, b_.CreateSRem(cols, g_.i64(width)));
+  llvm::Value* vectorsEnd = b_.CreateSub(cols, b_.CreateSRem(cols, g_.i64(l_)));
+  g_.loop(g_.i64(0), stepsEnd, width, "cols", [&](llvm::Value* j0) { columns(j0, v, nullptr); });
+  g_.loop(stepsEnd, vectorsEnd, l_, "cols.vector", [&](llvm::Value* j0) { columns(j0, 1, nullptr); });
+  g_.loop(vectorsEnd, cols, l_, "cols.tail", [&](llvm::Value* j0) { columns(j0, 1, lanesBelow(j0, cols)); });
+  b_.CreateRetVoid();
+}
+
+}  // namespace
+
+std::vector<int> smallRowGroups(int64_t m) {
+  if (m <= kMaxGroupRows) return {static_cast<int>(m)};
+  const int first = static_cast<int>((m + 1) / 2);
+  return {first, static_cast<int>(m) - first};
+}
+
+bool smallAInPlace(const kernels::GemmForm& f, DType dtype) {
+  const bool accStored = dtype == DType::f32 || dtype == DType::f64 || dtype == DType::i64;
+  return accStored && sharedStrides(f, true)->k == 1;
+}
+
+bool takesSmallPath(const kernels::GemmForm& f) {
+  return f.m >= 1 && f.m <= kSmallM && f.n >= 1 && sharedStrides(f, true) && sharedStrides(f, false);
+}
+
+Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
+  Blocking p;
+  p.path = Path::Small;
+  const int bytes = accBytes(acc);
+  p.lanes = isa.f32Lanes * 4 / bytes;
+  p.mb = f.m;
+  p.mBlocks = 1;
+  // Blocks of whole steps of the first row group (R rows of W, V vectors of B's row).
+  const int step = columnsPerStep(smallRowGroups(f.m)[0]);
+  const int64_t unit = dotForm(f) ? step : step * p.lanes;
+  const double bBytes = static_cast<double>(f.n) * static_cast<double>(f.k) * bytes;
+  int64_t blocks = 1;
+  if (bBytes * static_cast<double>(f.batch) >= kSmallParallelBytes)
+    blocks = std::max<int64_t>(1, static_cast<int64_t>(bBytes / kSmallBlockBytes));
+  p.nb = roundUp(ceilDiv(f.n, std::min(blocks, ceilDiv(f.n, unit))), unit);
+  p.nBlocks = ceilDiv(f.n, p.nb);
+  p.items = f.batch * p.nBlocks;
+  p.grain = bBytes * static_cast<double>(f.batch) >= kSmallParallelBytes ? 1 : std::max<int64_t>(p.items, 1);
+  p.ldt = roundUp(p.nb, p.lanes);
+  p.packABytes = align64(f.m * roundUp(f.k, p.lanes) * bytes);
+  p.tileBytes = align64(f.m * p.ldt * bytes);
+  return p;
+}
+
+llvm::Function* smallKernelFunction(GemmBuilder& g, int rows) { return SmallEmitter(g).kernelFunction(rows); }
+
+llvm::Function* smallRowsFunction(GemmBuilder& g) { return SmallEmitter(g).rowsFunction(); }
+
+}  // namespace kiln::cpu::gemm
