@@ -4,10 +4,13 @@
 //
 // Output: one JSON object per line, {"workload", "impl": "kiln", "ms" (median per run), "runs",
 // "compile_ms"}; workloads are named like the anchors': train/MODEL/bB/OPT, infer/MODEL/bB,
-// gemm/{NN,NT,TN}/MxNxK/tT, compile/MODEL/{train,infer}.
+// gemm/{NN,NT,TN}/MxNxK/tT, compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same programs
+// through a library written by kiln aot).
 //
 //   kiln_bench [--filter SUBSTRING] [--min-seconds S]
 // Threads: KILN_THREADS (default: all hardware threads).
+#include "aot/Export.h"
+#include "aot/Library.h"
 #include "codegen/cpu/Jit.h"
 #include "codegen/cpu/Program.h"
 #include "frontend/Zoo.h"
@@ -15,6 +18,7 @@
 #include "passes/Pipeline.h"
 #include "passes/TrainingStep.h"
 #include "runtime/ThreadPool.h"
+#include "support/Error.h"
 #include "support/Philox.h"
 
 #include <fmt/format.h>
@@ -23,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -61,17 +66,22 @@ interp::TensorMap inputsFor(const ir::Graph& g) {
 
 /// Median milliseconds per run of `program` after two warm-up runs, over at least 5 runs and
 /// `minSeconds`.
-std::pair<double, int> timeRuns(cpu::Program& program, const interp::TensorMap& in, double minSeconds) {
-  for (int i = 0; i < 2; ++i) program.run(in);
+template <typename Run>
+std::pair<double, int> timeRuns(Run&& run, double minSeconds) {
+  for (int i = 0; i < 2; ++i) run();
   std::vector<double> times;
   auto start = Clock::now();
   while (times.size() < 5 || (msSince(start) < minSeconds * 1000 && times.size() < 10000)) {
     auto t0 = Clock::now();
-    program.run(in);
+    run();
     times.push_back(msSince(t0));
   }
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], static_cast<int>(times.size())};
+}
+
+std::pair<double, int> timeRuns(cpu::Program& program, const interp::TensorMap& in, double minSeconds) {
+  return timeRuns([&] { program.run(in); }, minSeconds);
 }
 
 void report(const std::string& workload, double ms, int runs, double compileMs) {
@@ -115,6 +125,41 @@ void runModel(const Settings& s, const std::string& name, int64_t batch, const c
   std::unique_ptr<cpu::Program> p = compile(g, compileMs);
   auto [ms, runs] = timeRuns(*p, inputsFor(g), s.minSeconds);
   report(workload, ms, runs, compileMs);
+}
+
+/// The same program through a library written by kiln aot (aot/Export.h), opened with dlopen:
+/// aot/train/… and aot/infer/…, beside the JIT's train/… and infer/… (compile_ms: export + link).
+void runAot(const Settings& s, const std::string& name, int64_t batch, const char* optimizer) {
+  std::string workload = optimizer ? fmt::format("aot/train/{}/b{}/{}", name, batch, optimizer)
+                                   : fmt::format("aot/infer/{}/b{}", name, batch);
+  if (workload.find(s.filter) == std::string::npos) return;
+  ir::Graph g = model(name, batch, optimizer);
+  std::string dir = (std::filesystem::temp_directory_path() / "kiln-bench-aot-XXXXXX").string();
+  KILN_CHECK(::mkdtemp(dir.data()), "cannot create a temporary directory");
+  auto t0 = Clock::now();
+  aot::ExportOptions eo;
+  eo.name = "bench";
+  eo.outDir = dir;
+  aot::ExportResult r = aot::exportLibrary(g, eo);
+  const double exportMs = msSince(t0);
+  {
+    aot::Library lib(r.library, "bench");
+    void* ctx = nullptr;
+    KILN_CHECK(lib.create(&ctx, r.weights.c_str(), rt::ThreadPool::global().threads()) == 0, "{}",
+               lib.errorMessage());
+    interp::TensorMap in = inputsFor(g);
+    std::vector<const void*> inputs;
+    for (const ir::Value* v : g.inputs()) inputs.push_back(in.at(v->name).data());
+    std::vector<rt::HostTensor> outs;
+    std::vector<void*> outputs;
+    for (const ir::Output& o : g.outputs()) outs.emplace_back(o.value->type.dtype, o.value->type.shape);
+    for (rt::HostTensor& t : outs) outputs.push_back(t.data());
+    auto [ms, runs] = timeRuns([&] { lib.run(ctx, inputs.data(), outputs.data()); }, s.minSeconds);
+    lib.destroy(ctx);
+    report(workload, ms, runs, exportMs);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 /// C[m, n] = op(A)[m, k] · op(B)[k, n] with the layout's transposes (NT: B stored [n, k]; TN: A
@@ -182,6 +227,11 @@ int main(int argc, char** argv) {
       runModel(s, name, 1, nullptr);
       runModel(s, name, full, nullptr);
     }
+    for (auto [name, batch] : {std::pair<const char*, int64_t>{"mnist_mlp", 1}, {"mnist_mlp", 100}, {"tiny_mlp", 1},
+                               {"simplenet", 1}, {"cnn", 1}, {"cnn", 64}})
+      runAot(s, name, batch, nullptr);
+    runAot(s, "mnist_mlp", 100, "adam");
+    runAot(s, "tiny_mlp", 64, "sgd");
     rt::ThreadPool one(1);
     // Each forward shape C = A·B (A: M×K, B: K×N) with its backward forms dA = dC·Bᵀ (NT) and
     // dB = Aᵀ·dC (TN).

@@ -142,7 +142,10 @@ struct Jit::Impl {
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
   void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) const;
+  std::string emit(const llvm::Module& m, llvm::CodeGenFileType type) const;
   std::string assembly(const llvm::Module& m) const;
+  /// verify + prepare; returns the module's name. Throws kiln::Error for an invalid module.
+  std::string check(llvm::Module& m, const CompileOptions& options);
   void writeDumps(const std::string& before, const llvm::Module& optimized,
                   const CompileOptions& options) const;
   std::shared_ptr<CompiledModule> link(std::unique_ptr<llvm::Module> m);
@@ -194,17 +197,19 @@ void Jit::Impl::optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) con
   mpm.run(m, mam);
 }
 
-std::string Jit::Impl::assembly(const llvm::Module& m) const {
+std::string Jit::Impl::emit(const llvm::Module& m, llvm::CodeGenFileType type) const {
   // Code generation rewrites the module it runs on, so it gets a copy.
   std::unique_ptr<llvm::Module> copy = llvm::CloneModule(m);
   llvm::SmallString<0> text;
   llvm::raw_svector_ostream os(text);
   llvm::legacy::PassManager passes;
-  KILN_CHECK(!tm->addPassesToEmitFile(passes, os, nullptr, llvm::CodeGenFileType::AssemblyFile),
-             "LLVM cannot emit assembly for target '{}'", triple);
+  KILN_CHECK(!tm->addPassesToEmitFile(passes, os, nullptr, type), "LLVM cannot emit {} for target '{}'",
+             type == llvm::CodeGenFileType::ObjectFile ? "an object file" : "assembly", triple);
   passes.run(*copy);
   return std::string(text.str());
 }
+
+std::string Jit::Impl::assembly(const llvm::Module& m) const { return emit(m, llvm::CodeGenFileType::AssemblyFile); }
 
 /// Writes STEM.ll (`before`: the input with target attributes), STEM.opt.ll and STEM.s (from `optimized`).
 void Jit::Impl::writeDumps(const std::string& before, const llvm::Module& optimized,
@@ -282,20 +287,10 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
                                                    const CompileOptions& options) {
   Impl& I = *impl_;
   KILN_CHECK(module, "Jit::compile: no module");
-  const std::string name = module->getModuleIdentifier();
-  KILN_CHECK(&module->getContext() == I.context.getContext(),
-             "module '{}' was not created in the Jit's LLVMContext (Jit::context())", name);
-  const int width = options.preferVectorWidth ? options.preferVectorWidth : I.defaultWidth;
-  KILN_CHECK(width == 128 || width == 256 || width == 512,
-             "preferred vector width {} for module '{}': expected 128, 256 or 512", width, name);
   const bool dump = !options.dumpDir.empty() && !options.dumpStem.empty();
 
   const auto start = Clock::now();
-  std::string problems;
-  llvm::raw_string_ostream os(problems);
-  if (llvm::verifyModule(*module, &os))
-    KILN_THROW("module '{}' fails the LLVM verifier: {}", name, trimmed(problems));
-  I.prepare(*module, width, options.pipeline);
+  I.check(*module, options);
   // The key hashes the bitcode (a sixth of the time the IR text takes); the text is for dumps.
   const std::uint64_t hash = bitcodeHash(*module) ^ static_cast<std::uint64_t>(options.pipeline);
   const std::string before = dump ? printModule(*module) : std::string();
@@ -323,6 +318,31 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   I.stats.compileMs += compiled->compileMs_;
   I.cache.emplace(hash, compiled);
   return compiled;
+}
+
+std::string Jit::Impl::check(llvm::Module& m, const CompileOptions& options) {
+  const std::string name = m.getModuleIdentifier();
+  KILN_CHECK(&m.getContext() == context.getContext(),
+             "module '{}' was not created in the Jit's LLVMContext (Jit::context())", name);
+  const int width = options.preferVectorWidth ? options.preferVectorWidth : defaultWidth;
+  KILN_CHECK(width == 128 || width == 256 || width == 512,
+             "preferred vector width {} for module '{}': expected 128, 256 or 512", width, name);
+  std::string problems;
+  llvm::raw_string_ostream os(problems);
+  if (llvm::verifyModule(m, &os)) KILN_THROW("module '{}' fails the LLVM verifier: {}", name, trimmed(problems));
+  prepare(m, width, options.pipeline);
+  return name;
+}
+
+std::string Jit::emitObject(std::unique_ptr<llvm::Module> module, const CompileOptions& options) {
+  Impl& I = *impl_;
+  KILN_CHECK(module, "Jit::emitObject: no module");
+  I.check(*module, options);
+  const bool dump = !options.dumpDir.empty() && !options.dumpStem.empty();
+  const std::string before = dump ? printModule(*module) : std::string();
+  I.optimize(*module, options.pipeline);
+  if (dump) I.writeDumps(before, *module, options);
+  return I.emit(*module, llvm::CodeGenFileType::ObjectFile);
 }
 
 void Jit::defineSymbol(const std::string& name, const void* address) {

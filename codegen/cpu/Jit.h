@@ -113,6 +113,12 @@ class Jit {
   std::shared_ptr<const CompiledModule> compile(std::unique_ptr<llvm::Module> module,
                                                 const CompileOptions& options = {});
 
+  /// Verifies, prepares and optimizes `module` exactly as compile() does, then emits it as an ELF
+  /// relocatable object (position-independent, for a shared library) instead of linking it into
+  /// the process: ahead-of-time compilation (aot/). Not cached. Dumps as compile() does. Throws
+  /// kiln::Error as compile() does.
+  std::string emitObject(std::unique_ptr<llvm::Module> module, const CompileOptions& options = {});
+
   /// Makes a host-process symbol callable from generated code by name (e.g. a runtime helper
   /// that the executable does not export dynamically). Affects modules compiled afterwards.
   /// Defining a name again with the same address is a no-op; with another address, an Error.

@@ -8,6 +8,8 @@
 #include "support/Error.h"
 #include "support/File.h"
 
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
@@ -26,13 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-/// Where a value's bytes live.
-struct Storage {
-  enum class Kind : uint8_t { Input, Param, Arena, Own } kind;
-  size_t index = 0;  // Input: graph input; Param: graph parameter; Own: owned tensor
-  int64_t offset = 0;  // Arena
-};
 
 /// The kernel a function of the program belongs to: "k3_matmul.nest0" → "k3_matmul".
 std::string kernelOf(const std::string& function) { return function.substr(0, function.find('.')); }
@@ -64,59 +59,174 @@ void writeKernelDumps(const std::string& dir) {
   }
 }
 
+
+/// Places every value the kernels, outputs and updates use: inputs and parameters where they
+/// are, planned values in the arena, the rest (and constants) in owned buffers.
+class Placer {
+ public:
+  Placer(const ir::Graph& graph, ProgramLayout& layout) : graph_(graph), layout_(layout) {
+    if (const ir::MemoryPlan* plan = graph.plan()) {
+      for (const ir::BufferSlot& s : plan->slots) slots_.emplace(s.value, s.offset);
+      layout.arenaBytes = plan->arenaBytes;
+    }
+  }
+
+  Location place(const ir::Value* v) {
+    if (auto it = where_.find(v); it != where_.end()) return it->second;
+    Location at;
+    const bool constant = v->producer && v->producer->op == ir::OpKind::Constant;
+    if (v->kind == ir::ValueKind::Input) {
+      const auto& ins = graph_.inputs();
+      at = {Location::Kind::Input, static_cast<size_t>(std::find(ins.begin(), ins.end(), v) - ins.begin())};
+    } else if (v->kind == ir::ValueKind::Param) {
+      for (size_t i = 0; i < graph_.params().size(); ++i)
+        if (graph_.params()[i].value == v) at = {Location::Kind::Param, i};
+    } else if (auto it = slots_.find(v); it != slots_.end() && !constant) {
+      at = {Location::Kind::Arena, 0, it->second};  // constant data is kept apart, filled once
+    } else {
+      rt::HostTensor t(v->type.dtype, v->type.shape);
+      if (constant) {
+        const std::vector<double>& values = v->producer->attrFloats("value");
+        for (int64_t i = 0; i < t.numel(); ++i) t.set(i, values.size() == 1 ? values[0] : values[static_cast<size_t>(i)]);
+      }
+      at = {Location::Kind::Own, layout_.owned.size()};
+      layout_.owned.push_back(std::move(t));
+      layout_.ownedIsConstant.push_back(constant);
+    }
+    where_.emplace(v, at);
+    return at;
+  }
+
+ private:
+  const ir::Graph& graph_;
+  ProgramLayout& layout_;
+  std::unordered_map<const ir::Value*, int64_t> slots_;
+  std::unordered_map<const ir::Value*, Location> where_;
+};
+
+/// The layout of `graph`'s program made of `kernels`.
+ProgramLayout layOut(const ir::Graph& graph, const std::vector<kernels::Kernel>& kernels, const VectorIsa& isa) {
+  ProgramLayout layout;
+  Placer placer(graph, layout);
+  for (const ir::Value* v : graph.inputs()) placer.place(v);
+  for (const ir::Param& p : graph.params()) placer.place(p.value);
+  for (const kernels::Kernel& k : kernels) {
+    ProgramLayout::KernelCall call;
+    call.name = k.name;
+    for (const kernels::Buffer& b : k.buffers) call.args.push_back(placer.place(b.value));
+    // Scratch grows linearly with the thread count (a slot per participant).
+    const int64_t one = kernelScratchBytes(k, isa, 1), two = kernelScratchBytes(k, isa, 2);
+    call.scratchPerThread = two - one;
+    call.scratchBase = one - call.scratchPerThread;
+    layout.kernels.push_back(std::move(call));
+  }
+  for (const ir::Output& o : graph.outputs()) layout.outputs.push_back(placer.place(o.value));
+  for (const ir::Update& u : graph.updates())
+    layout.updates.push_back({placer.place(u.param).index, placer.place(u.value)});
+  return layout;
+}
+
+struct Rendered {
+  std::vector<kernels::Kernel> kernels;
+  std::unique_ptr<llvm::Module> module;
+};
+
+/// Lowers the graph's kernels and renders them into one module.
+Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats) {
+  Rendered r;
+  auto t0 = Clock::now();
+  r.kernels = kernels::lowerGraph(graph);
+  stats.lowerMs = msSince(t0);
+  stats.kernels = static_cast<int>(r.kernels.size());
+  t0 = Clock::now();
+  r.module = std::make_unique<llvm::Module>(graph.name().empty() ? "program" : graph.name(), jit.context());
+  const VectorIsa isa = isaOf(jit);
+  for (const kernels::Kernel& k : r.kernels) renderKernel(*r.module, k, isa);
+  stats.renderMs = msSince(t0);
+  return r;
+}
+
+CompileOptions compileOptions(const std::string& dumpDir) {
+  CompileOptions co;
+  co.pipeline = CompileOptions::Pipeline::Light;  // the renderer vectorizes and unrolls itself
+  if (!dumpDir.empty()) {
+    co.dumpDir = dumpDir;
+    co.dumpStem = "program";
+  }
+  return co;
+}
+
 }  // namespace
+
+int64_t ProgramLayout::scratchBytes(int threads) const {
+  int64_t bytes = 0;
+  for (const KernelCall& k : kernels) bytes = std::max(bytes, k.scratchBase + threads * k.scratchPerThread);
+  return bytes;
+}
+
+ProgramObject compileObject(const ir::Graph& graph, const ObjectOptions& options) {
+  Jit& jit = options.jit ? *options.jit : Jit::host();
+  ProgramObject out;
+  Rendered r = render(graph, jit, out.stats);
+  out.layout = layOut(graph, r.kernels, isaOf(jit));
+  llvm::Module& m = *r.module;
+  std::vector<std::pair<std::string, std::string>> blobs = options.blobs;
+  out.constantOffsets.assign(out.layout.owned.size(), -1);
+  if (!options.constantsSymbol.empty()) {
+    std::string constants;
+    for (size_t i = 0; i < out.layout.owned.size(); ++i) {
+      if (!out.layout.ownedIsConstant[i]) continue;
+      const rt::HostTensor& t = out.layout.owned[i];
+      constants.resize((constants.size() + 63) / 64 * 64, '\0');
+      out.constantOffsets[i] = static_cast<int64_t>(constants.size());
+      constants.append(static_cast<const char*>(t.data()), t.bytes());
+    }
+    if (!constants.empty()) {
+      blobs.emplace_back(options.constantsSymbol, std::move(constants));
+      out.hasConstants = true;
+    }
+  }
+  for (const auto& [name, bytes] : blobs) {
+    auto* data = llvm::ConstantDataArray::getRaw(bytes, bytes.size(), llvm::Type::getInt8Ty(m.getContext()));
+    auto* g = new llvm::GlobalVariable(m, data->getType(), /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                                       data, name);
+    g->setAlignment(llvm::Align(64));
+  }
+  for (llvm::GlobalValue& gv : m.global_values())
+    if (!gv.isDeclaration() && !gv.hasLocalLinkage()) gv.setVisibility(llvm::GlobalValue::HiddenVisibility);
+  const auto t0 = Clock::now();
+  out.object = jit.emitObject(std::move(r.module), compileOptions(options.dumpDir));
+  out.stats.compileMs = msSince(t0);
+  if (!options.dumpDir.empty()) writeKernelDumps(options.dumpDir);
+  for (const char* f : {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512bf16",
+                        "amx-tile", "amx-bf16"})
+    if (jit.hasFeature(f)) out.cpuFeatures.push_back(f);
+  out.stats.arenaBytes = out.layout.arenaBytes;
+  return out;
+}
 
 struct Program::Impl {
   ir::Graph graph;
   ProgramOptions options;
   ProgramStats stats;
-  std::vector<kernels::Kernel> kernels;
+  ProgramLayout layout;
   std::shared_ptr<const CompiledModule> module;
   std::vector<void (*)(void**, void*)> functions;
-  std::unordered_map<const ir::Value*, Storage> storage;
   std::vector<rt::HostTensor> params;  // graph parameter order
-  std::vector<rt::HostTensor> owned;
   rt::HostTensor arena, scratch;
   std::vector<void*> inputs;  // bound for the current run
   std::vector<std::vector<void*>> tables;
+  std::vector<double> kernelMicros;  // ProgramOptions::profile: summed over profiledRuns
+  int64_t profiledRuns = 0;
 
-  void* address(const ir::Value* v) {
-    const Storage& s = storage.at(v);
-    switch (s.kind) {
-      case Storage::Kind::Input: return inputs[s.index];
-      case Storage::Kind::Param: return params[s.index].data();
-      case Storage::Kind::Arena: return static_cast<std::byte*>(arena.data()) + s.offset;
-      case Storage::Kind::Own: return owned[s.index].data();
+  void* address(const Location& at) {
+    switch (at.kind) {
+      case Location::Kind::Input: return inputs[at.index];
+      case Location::Kind::Param: return params[at.index].data();
+      case Location::Kind::Arena: return static_cast<std::byte*>(arena.data()) + at.offset;
+      case Location::Kind::Own: return layout.owned[at.index].data();
     }
     return nullptr;
-  }
-
-  void place(const ir::Value* v, const std::unordered_map<const ir::Value*, int64_t>& slots) {
-    if (storage.count(v)) return;
-    if (v->kind == ir::ValueKind::Input) {
-      const auto& ins = graph.inputs();
-      size_t i = static_cast<size_t>(std::find(ins.begin(), ins.end(), v) - ins.begin());
-      storage[v] = {Storage::Kind::Input, i};
-      return;
-    }
-    if (v->kind == ir::ValueKind::Param) {
-      for (size_t i = 0; i < graph.params().size(); ++i)
-        if (graph.params()[i].value == v) storage[v] = {Storage::Kind::Param, i};
-      return;
-    }
-    // Constant data is filled once and kept apart (the plan may give it an arena slot too).
-    const bool constant = v->producer && v->producer->op == ir::OpKind::Constant;
-    if (auto it = slots.find(v); it != slots.end() && !constant) {
-      storage[v] = {Storage::Kind::Arena, 0, it->second};
-      return;
-    }
-    rt::HostTensor t(v->type.dtype, v->type.shape);
-    if (constant) {
-      const std::vector<double>& values = v->producer->attrFloats("value");
-      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, values.size() == 1 ? values[0] : values[static_cast<size_t>(i)]);
-    }
-    storage[v] = {Storage::Kind::Own, owned.size()};
-    owned.push_back(std::move(t));
   }
 };
 
@@ -131,54 +241,28 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   rt::ThreadPool& pool = options.pool ? *options.pool : rt::ThreadPool::global();
   Jit& jit = options.jit ? *options.jit : Jit::host();
   jit.defineSymbol("kiln_parallel_for", reinterpret_cast<const void*>(&kiln_parallel_for));
-  VectorIsa isa = isaOf(jit);
 
-  auto t0 = Clock::now();
-  I.kernels = kernels::lowerGraph(I.graph);
-  I.stats.lowerMs = msSince(t0);
-  I.stats.kernels = static_cast<int>(I.kernels.size());
+  Rendered r = render(I.graph, jit, I.stats);
+  I.layout = layOut(I.graph, r.kernels, isaOf(jit));
+  I.stats.scratchBytes = I.layout.scratchBytes(pool.threads());
 
-  t0 = Clock::now();
-  auto module = std::make_unique<llvm::Module>(I.graph.name().empty() ? "program" : I.graph.name(), jit.context());
-  for (const kernels::Kernel& k : I.kernels) {
-    renderKernel(*module, k, isa);
-    I.stats.scratchBytes = std::max(I.stats.scratchBytes, kernelScratchBytes(k, isa, pool.threads()));
-  }
-  I.stats.renderMs = msSince(t0);
-
-  CompileOptions co;
-  co.pipeline = CompileOptions::Pipeline::Light;  // the renderer vectorizes and unrolls itself
-  if (!options.dumpDir.empty()) {
-    co.dumpDir = options.dumpDir;
-    co.dumpStem = "program";
-  }
   JitStats before = jit.stats();
-  I.module = jit.compile(std::move(module), co);
+  I.module = jit.compile(std::move(r.module), compileOptions(options.dumpDir));
   I.stats.cacheHit = jit.stats().cacheHits > before.cacheHits;
   I.stats.compileMs = I.stats.cacheHit ? 0 : I.module->compileMs();
   if (!options.dumpDir.empty()) writeKernelDumps(options.dumpDir);
-  for (const kernels::Kernel& k : I.kernels) I.functions.push_back(I.module->fn<void(void**, void*)>(k.name));
+  for (const auto& k : I.layout.kernels) I.functions.push_back(I.module->fn<void(void**, void*)>(k.name));
 
-  // Memory.
-  std::unordered_map<const ir::Value*, int64_t> slots;
-  if (const ir::MemoryPlan* plan = I.graph.plan()) {
-    for (const ir::BufferSlot& s : plan->slots) slots.emplace(s.value, s.offset);
-    I.stats.arenaBytes = plan->arenaBytes;
-  }
   for (const ir::Param& p : I.graph.params()) {
     I.params.push_back(interp::initialize(p));
     I.stats.paramBytes += static_cast<int64_t>(I.params.back().bytes());
   }
-  for (const ir::Value* v : I.graph.inputs()) I.place(v, slots);
-  for (const ir::Param& p : I.graph.params()) I.place(p.value, slots);
-  for (const kernels::Kernel& k : I.kernels)
-    for (const kernels::Buffer& b : k.buffers) I.place(b.value, slots);
-  for (const ir::Output& o : I.graph.outputs()) I.place(o.value, slots);
-  for (const ir::Update& u : I.graph.updates()) I.place(u.value, slots);
+  I.stats.arenaBytes = I.layout.arenaBytes;
   I.arena = rt::HostTensor(DType::boolean, {std::max<int64_t>(I.stats.arenaBytes, 1)});
   I.scratch = rt::HostTensor(DType::boolean, {std::max<int64_t>(I.stats.scratchBytes, 1)});
   I.inputs.assign(I.graph.inputs().size(), nullptr);
-  I.tables.resize(I.kernels.size());
+  I.tables.resize(I.layout.kernels.size());
+  I.kernelMicros.assign(I.layout.kernels.size(), 0.0);
   return program;
 }
 
@@ -195,17 +279,25 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
     I.inputs[i] = const_cast<void*>(t.data());  // kernels never write inputs
   }
   rt::ThreadPool* pool = I.options.pool;
-  for (size_t k = 0; k < I.kernels.size(); ++k) {
+  for (size_t k = 0; k < I.layout.kernels.size(); ++k) {
     std::vector<void*>& table = I.tables[k];
     table.clear();
-    for (const kernels::Buffer& b : I.kernels[k].buffers) table.push_back(I.address(b.value));
+    for (const Location& at : I.layout.kernels[k].args) table.push_back(I.address(at));
     table.push_back(I.scratch.data());
+    if (!I.options.profile) {
+      I.functions[k](table.data(), pool);
+      continue;
+    }
+    const auto t0 = Clock::now();
     I.functions[k](table.data(), pool);
+    I.kernelMicros[k] += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
+  I.profiledRuns += I.options.profile;
   interp::TensorMap outputs;
-  for (const ir::Output& o : I.graph.outputs()) {
+  for (size_t i = 0; i < I.graph.outputs().size(); ++i) {
+    const ir::Output& o = I.graph.outputs()[i];
     rt::HostTensor t(o.value->type.dtype, o.value->type.shape);
-    std::memcpy(t.data(), I.address(o.value), t.bytes());
+    std::memcpy(t.data(), I.address(I.layout.outputs[i]), t.bytes());
     outputs.insert_or_assign(o.name, std::move(t));
   }
   // New parameter values: an owned update buffer trades places with the parameter (its old
@@ -213,20 +305,18 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   // that updates two parameters) is copied, before any trade changes what it reads.
   std::vector<std::pair<size_t, size_t>> trades;  // parameter, owned tensor
   std::vector<std::pair<size_t, rt::HostTensor>> copies;
-  std::unordered_set<const ir::Value*> traded;
-  for (const ir::Update& u : I.graph.updates()) {
-    if (u.value == u.param) continue;
-    size_t param = I.storage.at(u.param).index;
-    const Storage& s = I.storage.at(u.value);
-    if (s.kind == Storage::Kind::Own && traded.insert(u.value).second) {
-      trades.emplace_back(param, s.index);
+  std::unordered_set<size_t> traded;
+  for (const ProgramLayout::UpdateCopy& u : I.layout.updates) {
+    if (u.value == Location{Location::Kind::Param, u.param}) continue;
+    if (u.value.kind == Location::Kind::Own && traded.insert(u.value.index).second) {
+      trades.emplace_back(u.param, u.value.index);
       continue;
     }
-    rt::HostTensor t(u.value->type.dtype, u.value->type.shape);
+    rt::HostTensor t(I.params[u.param].dtype(), I.params[u.param].shape());
     std::memcpy(t.data(), I.address(u.value), t.bytes());
-    copies.emplace_back(param, std::move(t));
+    copies.emplace_back(u.param, std::move(t));
   }
-  for (auto [param, own] : trades) std::swap(I.params[param], I.owned[own]);
+  for (auto [param, own] : trades) std::swap(I.params[param], I.layout.owned[own]);
   for (auto& [param, t] : copies) I.params[param] = std::move(t);
   return outputs;
 }
@@ -254,10 +344,18 @@ interp::TensorMap Program::params() const {
 
 const ir::Graph& Program::graph() const { return impl_->graph; }
 const ProgramStats& Program::stats() const { return impl_->stats; }
+const ProgramLayout& Program::layout() const { return impl_->layout; }
+
+std::vector<double> Program::kernelMicros() const { return impl_->kernelMicros; }
+int64_t Program::profiledRuns() const { return impl_->profiledRuns; }
+void Program::resetProfile() {
+  impl_->kernelMicros.assign(impl_->kernelMicros.size(), 0.0);
+  impl_->profiledRuns = 0;
+}
 
 std::vector<std::string> Program::kernelNames() const {
   std::vector<std::string> names;
-  for (const kernels::Kernel& k : impl_->kernels) names.push_back(k.name);
+  for (const ProgramLayout::KernelCall& k : impl_->layout.kernels) names.push_back(k.name);
   return names;
 }
 

@@ -36,6 +36,9 @@ struct ProgramOptions {
   /// When set, writes DIR/program.{ll,opt.ll,s} and, per kernel, DIR/kernels/NAME.{ll,opt.ll,s}
   /// where NAME ("k3_matmul_add_relu") says which ops the kernel holds.
   std::string dumpDir;
+  /// Times every kernel call of every run (a clock read before and after each call; see
+  /// Program::kernelMicros). Off: nothing is timed.
+  bool profile = false;
 };
 
 /// Figures of a compiled program.
@@ -47,6 +50,66 @@ struct ProgramStats {
   bool cacheHit = false;
   int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0;
 };
+
+/// Where a buffer of a program lives.
+struct Location {
+  enum class Kind : uint8_t { Input, Param, Arena, Own } kind = Kind::Arena;
+  size_t index = 0;    // Input: graph input; Param: graph parameter; Own: owned buffer
+  int64_t offset = 0;  // Arena: byte offset
+  bool operator==(const Location&) const = default;
+};
+
+/// Where everything of a compiled program lives and what its kernels read and write, free of any
+/// address: Program binds it to memory; `kiln aot` writes it out as tables (aot/runtime/kiln_aot.h).
+struct ProgramLayout {
+  struct KernelCall {
+    std::string name;             // the kernel's function, "k3_matmul_add_relu"
+    std::vector<Location> args;   // its buffers (kernels::Kernel::buffers order); one scratch area follows
+    int64_t scratchBase = 0;      // scratch bytes with T threads: scratchBase + T * scratchPerThread
+    int64_t scratchPerThread = 0;
+  };
+  std::vector<KernelCall> kernels;  // schedule order
+  /// Buffers without an arena slot; constants hold their values, the others zeros.
+  std::vector<rt::HostTensor> owned;
+  std::vector<bool> ownedIsConstant;
+  std::vector<Location> outputs;  // graph output order
+  struct UpdateCopy {
+    size_t param = 0;
+    Location value;
+  };
+  std::vector<UpdateCopy> updates;  // graph update order
+  int64_t arenaBytes = 0;
+
+  int64_t scratchBytes(int threads) const;
+};
+
+/// A program as an object file, for `kiln aot`.
+struct ObjectOptions {
+  Jit* jit = nullptr;  // null: Jit::host()
+  /// Read-only data to place in the object as 64-byte aligned globals (name, bytes), e.g. the
+  /// constants and embedded weights of an AOT library.
+  std::vector<std::pair<std::string, std::string>> blobs;
+  /// When set, the bytes of the layout's constant owned buffers become one blob of this name
+  /// (each 64-byte aligned; ProgramObject::constantOffsets says where).
+  std::string constantsSymbol;
+  std::string dumpDir;  // as ProgramOptions::dumpDir
+};
+struct ProgramObject {
+  ProgramLayout layout;
+  /// An ELF relocatable object (position-independent) holding every kernel function (named as in
+  /// layout.kernels) and the blobs, all with hidden visibility; calls kiln_parallel_for.
+  std::string object;
+  /// The instruction-set features the code was generated for that a CPU may lack (LLVM names:
+  /// "avx2", "fma", "avx512f", …).
+  std::vector<std::string> cpuFeatures;
+  /// Per owned buffer: its offset in the constants blob, or -1 (not a constant, or no blob asked).
+  std::vector<int64_t> constantOffsets;
+  bool hasConstants = false;
+  ProgramStats stats;
+};
+
+/// Lowers and renders `graph` exactly as Program::compile does and emits the module as an object.
+ProgramObject compileObject(const ir::Graph& graph, const ObjectOptions& options = {});
 
 class Program {
  public:
@@ -69,8 +132,15 @@ class Program {
 
   const ir::Graph& graph() const;
   const ProgramStats& stats() const;
+  const ProgramLayout& layout() const;
   /// The kernel names in schedule order.
   std::vector<std::string> kernelNames() const;
+  /// With ProgramOptions::profile: per kernel (schedule order), the microseconds its calls took,
+  /// summed over every run since compile or the last resetProfile(); zeros without profiling.
+  std::vector<double> kernelMicros() const;
+  /// The runs kernelMicros() sums over.
+  int64_t profiledRuns() const;
+  void resetProfile();
 
  private:
   Program();

@@ -16,6 +16,7 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
 void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
+void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 
 /// Writes `text` to `path` atomically, or to stdout when path is "-" or empty.
 void writeTextOutput(const std::string& path, const std::string& text);

@@ -9,8 +9,9 @@
 #include <exception>
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln: a deep-learning compiler. Today: zoo models traced to .kir graph IR, passes, and the\n"
-               "reference interpreter (the LLVM CPU and CUDA backends come next).", "kiln"};
+  CLI::App app{"kiln: a deep-learning compiler. Models traced to .kir graph IR, differentiated, fused and\n"
+               "compiled to vectorized multi-threaded CPU code (LLVM) or CUDA kernels; ahead of time to C libraries.",
+               "kiln"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1");
   std::vector<std::pair<CLI::App*, kiln::cli::RunFn>> commands;
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   kiln::cli::addRunCommands(app, commands);
   kiln::cli::addDeviceCommands(app, commands);
   kiln::cli::addTrainCommands(app, commands);
+  kiln::cli::addAotCommand(app, commands);
 
   // CLI11 reports an unknown command only as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
