@@ -52,9 +52,11 @@ aot::ExportResult exportTo(const ir::Graph& g, const std::string& name, const fs
 }
 
 /// The JIT's program for `g`, compiled as exportLibrary compiles it, on the global pool.
-std::unique_ptr<cpu::Program> jitFor(const ir::Graph& g) {
+std::unique_ptr<cpu::Program> jitFor(const ir::Graph& g, passes::Precision precision = passes::Precision::F32) {
   ir::Graph compiled = g.clone();
-  passes::compileGraph(compiled);
+  passes::PassContext ctx;
+  ctx.precision = precision;
+  passes::compileGraph(compiled, ctx);
   return cpu::Program::compile(compiled);
 }
 
@@ -147,6 +149,24 @@ TEST(AotZoo, TrainingStepsEqualTheJitBitForBit) {
     }
     lib.destroy(ctx);
   }
+}
+
+TEST(AotZoo, MixedPrecisionEqualsTheJitBitForBit) {
+  for (const char* model : {"mnist_mlp", "cnn"})
+    for (passes::Precision precision : {passes::Precision::BF16, passes::Precision::F16}) {
+      SCOPED_TRACE(fmt::format("{} {}", model, passes::precisionName(precision)));
+      Scratch s;
+      ir::Graph g = zooInference(model, 2);
+      aot::ExportOptions o;
+      o.precision = precision;
+      aot::ExportResult r = exportTo(g, "mixed", s.dir, o);
+      AotLibrary lib(r.library, "mixed");
+      void* ctx = nullptr;
+      ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), threads()), kOk) << lib.errorMessage();
+      interp::TensorMap in = inputsFor(g, 4);
+      expectSameBits(jitFor(g, precision)->run(in), runLibrary(lib, ctx, g, in), model);
+      lib.destroy(ctx);
+    }
 }
 
 TEST(Aot, TrainStepApiAndSaveLoadRoundTrip) {
