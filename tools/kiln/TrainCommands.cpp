@@ -2,6 +2,7 @@
 // backward, optimizer) as one graph, run by the LLVM CPU backend (or the reference interpreter with
 // --target interp).
 #include "tools/kiln/Commands.h"
+#include "tools/kiln/Plot.h"
 
 #include "engine/Executor.h"
 #include "frontend/Build.h"
@@ -13,7 +14,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,9 +24,68 @@
 #include <memory>
 #include <numeric>
 
+#include <unistd.h>
+
 namespace kiln::cli {
 
 namespace {
+
+/// Ctrl-C during training: the first stops after the current step (then the epoch's figures, the
+/// weights and the loss curve are still written); a second one ends the process at once.
+std::atomic<bool> gInterrupted{false};
+
+extern "C" void onInterrupt(int) {
+  gInterrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+/// A one-line progress bar on a terminal (stderr), redrawn at most every 100 ms.
+class Progress {
+ public:
+  Progress(int64_t epoch, int64_t epochs, int64_t steps) : epoch_(epoch), epochs_(epochs), steps_(steps) {
+    enabled_ = ::isatty(STDERR_FILENO);
+  }
+  void update(int64_t step, double meanLoss) {
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (step < steps_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    double seconds = std::chrono::duration<double>(now - start_).count();
+    double rate = step / std::max(seconds, 1e-9), eta = (steps_ - step) / std::max(rate, 1e-9);
+    int filled = static_cast<int>(30 * step / std::max<int64_t>(steps_, 1));
+    std::fprintf(stderr, "\r  epoch %lld/%lld [%s%s] %3d%%  %.0f steps/s  loss %.4f  ETA %.0fs   ",
+                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), std::string(filled, '#').c_str(),
+                 std::string(30 - filled, '.').c_str(), static_cast<int>(100 * step / std::max<int64_t>(steps_, 1)),
+                 rate, meanLoss, eta);
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (enabled_) std::fprintf(stderr, "\r%*s\r", 100, "");
+  }
+
+ private:
+  int64_t epoch_, epochs_, steps_;
+  bool enabled_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_{};
+};
+
+/// The loss curve: the mean loss of every `every` steps against the step number.
+void writeLossCurve(const std::string& path, const std::string& model, const std::vector<double>& losses) {
+  Chart chart;
+  chart.title = fmt::format("kiln train {}: training loss", model);
+  chart.xLabel = "step";
+  chart.yLabel = "loss (mean over the points' steps)";
+  Series s{.name = "loss", .color = "", .points = {}};
+  const size_t every = std::max<size_t>(1, losses.size() / 400);
+  for (size_t i = 0; i + every <= losses.size(); i += every) {
+    double sum = 0;
+    for (size_t j = i; j < i + every; ++j) sum += losses[j];
+    s.points.emplace_back(static_cast<double>(i + every), sum / static_cast<double>(every));
+  }
+  chart.series.push_back(std::move(s));
+  writeTextOutput(path, chartSvg(chart));
+  std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
 
 struct Split {
   rt::HostTensor x;  // [N, ...] f32
@@ -108,7 +170,8 @@ double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const
 
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   struct Options {
-    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "cpu", precision = "f32", dumpDir;
+    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "cpu", precision = "f32", dumpDir,
+        lossCurve;
     int64_t epochs = 1, batch = 32, limit = -1, evalLimit = -1, evalBatch = 500;
     double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
     uint64_t seed = 0;
@@ -133,6 +196,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--seed", o->seed, "seed of the initializers and the shuffling");
   cmd->add_option("--save", o->save, "write the trained parameters to this safetensors file");
+  cmd->add_option("--loss-curve", o->lossCurve, "write the training loss against the step as an SVG chart");
   cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0) or interp (the reference interpreter)")
       ->check(CLI::IsMember({"cpu", "cuda", "interp"}));
   addDumpOption(cmd, o->dumpDir);
@@ -175,12 +239,16 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     rt::HostTensor lr(DType::f32, {});
     lr.set(0, o->lr);
     uint64_t shuffleState = o->seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t epoch = 1; epoch <= o->epochs; ++epoch) {
+    std::vector<double> losses;
+    gInterrupted.store(false);
+    auto previous = std::signal(SIGINT, onInterrupt);
+    for (int64_t epoch = 1; epoch <= o->epochs && !gInterrupted.load(); ++epoch) {
       shuffle(order, shuffleState);
       auto t0 = std::chrono::steady_clock::now();
       double lossSum = 0;
       int64_t steps = 0, skipped = 0;
-      for (int64_t start = 0; start + o->batch <= train.size(); start += o->batch, ++steps) {
+      Progress progress(epoch, o->epochs, train.size() / o->batch);
+      for (int64_t start = 0; start + o->batch <= train.size() && !gInterrupted.load(); start += o->batch, ++steps) {
         std::span<const int64_t> rows(order.data() + start, o->batch);
         interp::TensorMap in{{"x", gatherRows(train.x, rows, row)}, {"labels", gatherRows(train.y, rows, {})},
                              {"lr", lr}};
@@ -193,7 +261,13 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         KILN_CHECK(std::isfinite(loss), "the loss became {} at epoch {}, step {}: lower the learning rate", loss,
                    epoch, steps + 1);
         lossSum += loss;
+        losses.push_back(loss);
+        progress.update(steps + 1, lossSum / static_cast<double>(steps + 1 - skipped));
       }
+      progress.clear();
+      if (gInterrupted.load())
+        std::printf("interrupted: stopped after step %lld of epoch %lld\n", static_cast<long long>(steps),
+                    static_cast<long long>(epoch));
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       double acc = accuracy(model, o->evalBatch, test, row, exec->params(), evaluators, target);
       std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)%s\n",
@@ -202,6 +276,8 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
                   skipped ? fmt::format(", {} skipped on f16 overflow", skipped).c_str() : "");
       std::fflush(stdout);
     }
+    std::signal(SIGINT, previous);
+    if (!o->lossCurve.empty()) writeLossCurve(o->lossCurve, o->model, losses);
     if (!o->save.empty()) {
       interp::TensorMap params = exec->params();
       rt::NamedTensors weights;
