@@ -44,26 +44,6 @@ struct Settings {
   double minSeconds = 1.0;
 };
 
-/// Random inputs: floats uniform in [-1, 1), integer inputs (labels) valid class indices of the
-/// graph's logits, the learning rate 1e-3.
-interp::TensorMap inputsFor(const ir::Graph& g) {
-  int64_t classes = 2;
-  if (const ir::Output* o = g.findOutput("logits")) classes = o->value->type.shape.back();
-  interp::TensorMap in;
-  uint64_t seed = 1;
-  for (const ir::Value* v : g.inputs()) {
-    rt::HostTensor t(v->type.dtype, v->type.shape);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      float u = philoxUniform(seed, 0, static_cast<uint64_t>(i));
-      t.set(i, isFloat(v->type.dtype) ? 2 * u - 1 : std::floor(u * static_cast<float>(classes)));
-    }
-    if (v->name == "lr") t.set(0, 1e-3);
-    in.emplace(v->name, std::move(t));
-    ++seed;
-  }
-  return in;
-}
-
 /// Median milliseconds per run of `program` after two warm-up runs, over at least 5 runs and
 /// `minSeconds`.
 template <typename Run>
@@ -123,7 +103,7 @@ void runModel(const Settings& s, const std::string& name, int64_t batch, const c
   ir::Graph g = model(name, batch, optimizer);
   double compileMs = 0;
   std::unique_ptr<cpu::Program> p = compile(g, compileMs);
-  auto [ms, runs] = timeRuns(*p, inputsFor(g), s.minSeconds);
+  auto [ms, runs] = timeRuns(*p, interp::sampleInputs(g), s.minSeconds);
   report(workload, ms, runs, compileMs);
 }
 
@@ -147,7 +127,7 @@ void runAot(const Settings& s, const std::string& name, int64_t batch, const cha
     void* ctx = nullptr;
     KILN_CHECK(lib.create(&ctx, r.weights.c_str(), rt::ThreadPool::global().threads()) == 0, "{}",
                lib.errorMessage());
-    interp::TensorMap in = inputsFor(g);
+    interp::TensorMap in = interp::sampleInputs(g);
     std::vector<const void*> inputs;
     for (const ir::Value* v : g.inputs()) inputs.push_back(in.at(v->name).data());
     std::vector<rt::HostTensor> outs;
@@ -177,7 +157,7 @@ void runGemm(const Settings& s, rt::ThreadPool& pool, const char* layout, int64_
   ir::Graph g = ir::parseGraph(text, workload);
   double compileMs = 0;
   std::unique_ptr<cpu::Program> p = compile(g, compileMs, &pool);
-  auto [ms, runs] = timeRuns(*p, inputsFor(g), s.minSeconds);
+  auto [ms, runs] = timeRuns(*p, interp::sampleInputs(g), s.minSeconds);
   report(workload, ms, runs, compileMs);
 }
 

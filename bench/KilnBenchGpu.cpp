@@ -150,26 +150,6 @@ std::vector<Workload> workloads() {
           {"cnn", 64, nullptr}};
 }
 
-/// Random inputs: floats uniform in [-1, 1), integer inputs (labels) valid class indices of the
-/// graph's logits, the learning rate 1e-3.
-interp::TensorMap inputsFor(const ir::Graph& g) {
-  int64_t classes = 2;
-  if (const ir::Output* o = g.findOutput("logits")) classes = o->value->type.shape.back();
-  interp::TensorMap in;
-  uint64_t seed = 1;
-  for (const ir::Value* v : g.inputs()) {
-    rt::HostTensor t(v->type.dtype, v->type.shape);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      float u = philoxUniform(seed, 0, static_cast<uint64_t>(i));
-      t.set(i, isFloat(v->type.dtype) ? 2 * u - 1 : std::floor(u * static_cast<float>(classes)));
-    }
-    if (v->name == "lr") t.set(0, 1e-3);
-    in.emplace(v->name, std::move(t));
-    ++seed;
-  }
-  return in;
-}
-
 ir::Graph compiledGraph(const ir::Graph& g, Precision precision) {
   ir::Graph compiled = g.clone();
   passes::PassContext ctx;
@@ -244,7 +224,7 @@ void runCuda(const Settings& s, const Workload& w) {
       r.add("cached_compile_ms", msSince(t0)).add("cached_cache_hit", again->stats().cacheHit);
     }
     timeRuns(
-        *p, inputsFor(g), s, [](const cuda::Program& q) { return q.lastRunDeviceMs(); }, r);
+        *p, interp::sampleInputs(g), s, [](const cuda::Program& q) { return q.lastRunDeviceMs(); }, r);
     const cuda::ProgramStats& st = p->stats();
     r.add("kernels", st.kernels).add("launches", st.launches).add("blas_calls", st.blasCalls);
     r.add("graph_nodes", static_cast<int64_t>(st.graphNodes)).add("device_bytes", st.deviceBytes);
@@ -262,7 +242,7 @@ void runCpu(const Settings& s, const Workload& w) {
     auto t0 = Clock::now();
     std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiledGraph(g, w.pipelinePrecision()));
     r.add("compile_ms", msSince(t0)).add("llvm_ms", p->stats().compileMs).add("cache_hit", p->stats().cacheHit);
-    timeRuns(*p, inputsFor(g), s, nullptr, r);
+    timeRuns(*p, interp::sampleInputs(g), s, nullptr, r);
     r.add("threads", rt::ThreadPool::global().threads());
   } catch (const std::exception& e) {
     r.add("error", e.what());

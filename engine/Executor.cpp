@@ -1,12 +1,17 @@
 #include "engine/Executor.h"
 
 #include "codegen/cpu/Program.h"
+#include "cost/CostModel.h"
+#include "cost/MachineProfile.h"
 #ifdef KILN_HAVE_CUDA
 #include "codegen/cuda/Program.h"
 #endif
 #include "passes/Pipeline.h"
 #include "support/Error.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 
 namespace kiln::engine {
@@ -74,6 +79,7 @@ class CompiledExecutor final : public Executor {
     passes::compileGraph(compiled, ctx);
     ProgramOptions po;
     po.dumpDir = options.dumpDir;
+    if constexpr (requires { po.profile; }) po.profile = options.profile;
     program_ = Program::compile(compiled, po);
     compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -85,19 +91,142 @@ class CompiledExecutor final : public Executor {
   interp::TensorMap params() const override { return program_->params(); }
   Target target() const override { return kTarget; }
   double compileMs() const override { return compileMs_; }
+  std::vector<KernelTime> kernelProfile() override {
+    std::vector<KernelTime> out;
+    if constexpr (requires { program_->kernelMicros(); }) {
+      const std::vector<std::string> names = program_->kernelNames();
+      const std::vector<double> micros = program_->kernelMicros();
+      const double runs = static_cast<double>(std::max<int64_t>(program_->profiledRuns(), 1));
+      if (program_->profiledRuns() > 0)
+        for (size_t k = 0; k < names.size(); ++k) out.push_back({names[k], micros[k] / runs});
+      program_->resetProfile();
+    }
+    return out;
+  }
 
  private:
   std::unique_ptr<Program> program_;
   double compileMs_ = 0;
 };
 
+/// Target auto: runs on the device the cost model predicts faster; after kCheckAfter runs it sets
+/// the measured step time beside the prediction and, when the other device is predicted to beat
+/// the measurement by more than kMargin, compiles it, times it on the same inputs and keeps the
+/// faster of the two (the parameters move along).
+class AutoExecutor final : public Executor {
+ public:
+  static constexpr int kCheckAfter = 5;
+  static constexpr double kMargin = 1.25;
+
+  AutoExecutor(const ir::Graph& g, const ExecutorOptions& options, const cost::ProgramCost& predicted, bool gpuPresent)
+      : graph_(g.clone()), options_(options), predicted_(predicted), gpuPresent_(gpuPresent) {
+    const bool gpuFaster = gpuPresent && predicted.hasGpu && predicted.gpuStepMicros < predicted.cpuStepMicros;
+    current_ = make(gpuFaster ? Target::Cuda : Target::Cpu);
+    report(fmt::format("target auto: {} (predicted {} per step on the cpu{})", targetName(current_->target()),
+                       cost::timeText(predicted.cpuStepMicros),
+                       predicted.hasGpu ? fmt::format(", {} on {}{}", cost::timeText(predicted.gpuStepMicros),
+                                                      predicted.gpuName, gpuPresent ? "" : " (not present)")
+                                        : "; no GPU"));
+  }
+
+  interp::TensorMap run(const interp::TensorMap& inputs) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    interp::TensorMap out = current_->run(inputs);
+    if (runs_++ > 0)  // the first run includes one-time work (CUDA graph capture)
+      times_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (static_cast<int>(times_.size()) == kCheckAfter) check(inputs);
+    return out;
+  }
+  void setParams(const interp::TensorMap& params) override { current_->setParams(params); }
+  interp::TensorMap params() const override { return current_->params(); }
+  Target target() const override { return current_->target(); }
+  double compileMs() const override { return compileMs_; }
+  std::vector<KernelTime> kernelProfile() override { return current_->kernelProfile(); }
+
+ private:
+  std::unique_ptr<Executor> make(Target t) {
+    ExecutorOptions o = options_;
+    o.target = t;
+    std::unique_ptr<Executor> e = Executor::create(graph_, o);
+    compileMs_ += e->compileMs();
+    return e;
+  }
+  double predictedFor(Target t) const { return t == Target::Cuda ? predicted_.gpuStepMicros : predicted_.cpuStepMicros; }
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  }
+  void report(const std::string& line) const {
+    if (options_.log) options_.log(line);
+  }
+  void check(const interp::TensorMap& inputs) {
+    const Target here = current_->target(), other = here == Target::Cpu ? Target::Cuda : Target::Cpu;
+    const double measured = median(times_), predicted = predictedFor(here);
+    report(fmt::format("target auto: {} measured {} per step, predicted {} ({:+.0f} %)", targetName(here),
+                       cost::timeText(measured), cost::timeText(predicted), 100 * (predicted - measured) / measured));
+    const bool otherPossible = other == Target::Cpu || (gpuPresent_ && predicted_.hasGpu);
+    if (!otherPossible || predictedFor(other) * kMargin >= measured) return;
+    // The prediction was off enough that the other device may win: time it on the same inputs.
+    std::unique_ptr<Executor> candidate;
+    try {
+      candidate = make(other);
+    } catch (const Error& e) {
+      report(fmt::format("target auto: {} is not usable ({}); staying on {}", targetName(other), e.what(),
+                         targetName(here)));
+      return;
+    }
+    const interp::TensorMap params = current_->params();
+    candidate->setParams(params);
+    std::vector<double> t;
+    for (int i = 0; i <= kCheckAfter; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      candidate->run(inputs);
+      if (i > 0) t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double theirs = median(t);
+    if (theirs < measured) {
+      // The trial runs moved a training step's parameters on: restart from the current device's.
+      candidate->setParams(params);
+      report(fmt::format("target auto: switching to {} ({} per step measured against {})", targetName(other),
+                         cost::timeText(theirs), cost::timeText(measured)));
+      current_ = std::move(candidate);
+    } else {
+      report(fmt::format("target auto: staying on {} ({} measured on {})", targetName(here), cost::timeText(theirs),
+                         targetName(other)));
+    }
+  }
+
+  ir::Graph graph_;
+  ExecutorOptions options_;
+  cost::ProgramCost predicted_;
+  bool gpuPresent_ = false;
+  std::unique_ptr<Executor> current_;
+  std::vector<double> times_;
+  int runs_ = 0;
+  double compileMs_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<Executor> createAuto(const ir::Graph& graph, const ExecutorOptions& options) {
+  cost::ProfileOptions po;
+  po.progress = options.log;
+  const cost::MachineProfile mp = cost::machineProfile(po);
+  ir::Graph compiled = graph.clone();
+  passes::PassContext ctx;
+  ctx.precision = options.precision;
+  passes::compileGraph(compiled, ctx);
+  const cost::GpuProfile* gpu = mp.gpus.empty() ? nullptr : &mp.gpus.front();
+  const cost::ProgramCost predicted = cost::predictProgram(compiled, mp.cpu, gpu);
+  return std::make_unique<AutoExecutor>(graph, options, predicted, gpu != nullptr);
+}
 
 Target parseTarget(std::string_view name) {
   if (name == "cpu") return Target::Cpu;
   if (name == "interp") return Target::Interp;
   if (name == "cuda") return Target::Cuda;
-  KILN_THROW("unknown target '{}' (targets: cpu, cuda, interp)", name);
+  if (name == "auto") return Target::Auto;
+  KILN_THROW("unknown target '{}' (targets: cpu, cuda, interp, auto)", name);
 }
 
 const char* targetName(Target t) {
@@ -105,12 +234,14 @@ const char* targetName(Target t) {
     case Target::Cpu: return "cpu";
     case Target::Cuda: return "cuda";
     case Target::Interp: return "interp";
+    case Target::Auto: return "auto";
   }
   return "?";
 }
 
 std::unique_ptr<Executor> Executor::create(const ir::Graph& graph, const ExecutorOptions& options) {
   if (options.target == Target::Interp) return std::make_unique<InterpExecutor>(graph);
+  if (options.target == Target::Auto) return createAuto(graph, options);
   if (options.target == Target::Cuda) {
 #ifdef KILN_HAVE_CUDA
     return std::make_unique<CompiledExecutor<cuda::Program, cuda::ProgramOptions, Target::Cuda>>(graph, options);

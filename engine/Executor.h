@@ -6,6 +6,10 @@
 //   cuda    the CUDA backend: the same pipeline, then one NVRTC-compiled program of kernels and
 //           cuBLASLt products on a GPU, replayed as a CUDA graph (codegen/cuda/Program.h)
 //   interp  the reference interpreter: slow and obvious, the oracle
+//   auto    the device the cost model (cost/CostModel.h) predicts to be faster for this graph; after
+//           the first steps the measurement is set beside the prediction, and when the prediction
+//           was wrong by more than a margin and the other device may win, that one is tried too
+//           and the faster kept
 //
 //   auto step = kiln::engine::Executor::create(model.trainStep);      // --target cpu
 //   for (…) {
@@ -19,15 +23,17 @@
 #include "ir/Graph.h"
 #include "passes/Pass.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::engine {
 
-enum class Target { Cpu, Cuda, Interp };
+enum class Target { Cpu, Cuda, Interp, Auto };
 
-/// "cpu", "cuda" or "interp"; kiln::Error listing the targets for anything else.
+/// "cpu", "cuda", "interp" or "auto"; kiln::Error listing the targets for anything else.
 Target parseTarget(std::string_view name);
 const char* targetName(Target t);
 
@@ -38,6 +44,17 @@ struct ExecutorOptions {
   /// When set, the compilation is dumped there (pass by pass, kernels, and for cpu each kernel's
   /// LLVM IR and assembly; see docs/CLI.md "Dumps").
   std::string dumpDir;
+  /// Times every kernel of every run (cpu; see Executor::kernelProfile).
+  bool profile = false;
+  /// Where target auto reports its choice and, after the first steps, the measurement beside the
+  /// prediction (one line each); null: quiet.
+  std::function<void(const std::string&)> log;
+};
+
+/// One kernel's share of a run (Executor::kernelProfile).
+struct KernelTime {
+  std::string name;   // "k3_matmul_add_relu"
+  double micros = 0;  // mean per run
 };
 
 class Executor {
@@ -55,9 +72,16 @@ class Executor {
   virtual void setParams(const interp::TensorMap& params) = 0;
   /// The current parameters by name.
   virtual interp::TensorMap params() const = 0;
+  /// The target it runs on (for auto: the device chosen so far).
   virtual Target target() const = 0;
+  /// With ExecutorOptions::profile on the cpu target: per kernel, in schedule order, its mean time
+  /// per run since the last call (then reset); empty otherwise.
+  virtual std::vector<KernelTime> kernelProfile() { return {}; }
   /// Milliseconds spent compiling (pipeline and code generation; 0 for the interpreter).
   virtual double compileMs() const = 0;
 };
+
+/// Executor::create for Target::Auto with the cached machine profile (measured on first use).
+std::unique_ptr<Executor> createAuto(const ir::Graph& graph, const ExecutorOptions& options);
 
 }  // namespace kiln::engine

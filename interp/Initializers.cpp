@@ -3,6 +3,8 @@
 
 #include "support/Philox.h"
 
+#include <cmath>
+
 namespace kiln::interp {
 
 rt::HostTensor initialize(const ir::Param& param) {
@@ -28,6 +30,23 @@ TensorMap initializeParams(const ir::Graph& graph) {
   TensorMap out;
   for (const ir::Param& p : graph.params()) out.insert_or_assign(p.value->name, initialize(p));
   return out;
+}
+
+TensorMap sampleInputs(const ir::Graph& graph, uint64_t seed) {
+  int64_t classes = 2;
+  if (const ir::Output* o = graph.findOutput("logits")) classes = o->value->type.shape.back();
+  TensorMap in;
+  for (const ir::Value* v : graph.inputs()) {
+    rt::HostTensor t(v->type.dtype, v->type.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float u = philoxUniform(seed, 0, static_cast<uint64_t>(i));
+      t.set(i, isFloat(v->type.dtype) ? 2 * u - 1 : std::floor(u * static_cast<float>(classes)));
+    }
+    if (v->name == "lr") t.set(0, 1e-3);
+    in.emplace(v->name, std::move(t));
+    ++seed;
+  }
+  return in;
 }
 
 }  // namespace kiln::interp

@@ -37,6 +37,11 @@ rt::HostTensor initialize(const ir::Param& param);
 /// Initial values of all parameters, by name.
 TensorMap initializeParams(const ir::Graph& graph);
 
+/// Inputs to try or time a model with (benchmarks, `kiln bench`): floats uniform in [-1, 1),
+/// integers valid class indices of the graph's `logits` output (two classes without one), the
+/// learning rate `lr` 1e-3; input i draws from Philox under seed + i.
+TensorMap sampleInputs(const ir::Graph& graph, uint64_t seed = 1);
+
 /// Whether runPrimitives can evaluate `op` (true for every primitive; false for composites).
 bool hasEvaluator(ir::OpKind op);
 

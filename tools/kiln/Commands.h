@@ -17,6 +17,8 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
 void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
+void addExplainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
+void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands);
 
 /// Writes `text` to `path` atomically, or to stdout when path is "-" or empty.
 void writeTextOutput(const std::string& path, const std::string& text);

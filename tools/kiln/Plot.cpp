@@ -85,8 +85,12 @@ Axis axisFor(const Chart& c, bool x) {
 }  // namespace
 
 std::string chartSvg(const Chart& c) {
-  const double left = 80, right = 170, top = 50, bottom = 60;
-  const double w = c.width - left - right, h = c.height - top - bottom;
+  size_t longest = 0;
+  for (const Series& s : c.series) longest = std::max(longest, s.name.size());
+  // The legend sits right of the plot: wide enough for the longest name at ~7 px per character.
+  const double left = 80, right = std::max(170.0, 50 + 7.0 * static_cast<double>(longest)), top = 50, bottom = 60;
+  const double w = c.width - left - 170, h = c.height - top - bottom;
+  const int width = static_cast<int>(left + w + right);
   const Axis ax = axisFor(c, true), ay = axisFor(c, false);
   auto X = [&](double v) { return left + ax.map(v) * w; };
   auto Y = [&](double v) { return top + (1 - ay.map(v)) * h; };
@@ -94,7 +98,7 @@ std::string chartSvg(const Chart& c) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n"
       "<text x=\"{cx}\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">{title}</text>\n",
-      fmt::arg("w", c.width), fmt::arg("h", c.height), fmt::arg("cx", left + w / 2), fmt::arg("title", escape(c.title)));
+      fmt::arg("w", width), fmt::arg("h", c.height), fmt::arg("cx", left + w / 2), fmt::arg("title", escape(c.title)));
   for (double t : ax.ticks()) {
     double x = X(t);
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e0e0e0\"/>\n"

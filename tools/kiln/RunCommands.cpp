@@ -1,5 +1,6 @@
 // Commands that evaluate graphs and move tensors: run, init, dataset.
 #include "tools/kiln/Commands.h"
+#include "tools/kiln/Profile.h"
 
 #include "engine/Executor.h"
 
@@ -101,7 +102,7 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
     struct Options {
       std::string file, inputsPath, weightsPath, outPath, target = "cpu", dumpDir;
       std::vector<std::string> argmaxOutputs;
-      bool print = false;
+      bool print = false, profile = false;
     };
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (LLVM CPU backend, CUDA backend or reference interpreter)");
@@ -109,9 +110,10 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
     cmd->add_option("--inputs", o->inputsPath, "safetensors file with one tensor per graph input");
     cmd->add_option("--weights", o->weightsPath, "safetensors file with parameters (others use their initializers)");
     cmd->add_option("--out", o->outPath, "write the outputs to this safetensors file");
-    cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0) or interp (the reference interpreter)")
-        ->check(CLI::IsMember({"cpu", "cuda", "interp"}));
+    cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0), interp (the reference interpreter) or auto (the device the cost model predicts faster, checked against the first steps)")
+        ->check(CLI::IsMember({"cpu", "cuda", "interp", "auto"}));
     cmd->add_flag("--print", o->print, "print every output");
+    cmd->add_flag("--profile", o->profile, "print each kernel's time, share, GFLOP/s, GB/s and source lines");
     addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
     commands.emplace_back(cmd, [o] {
@@ -143,18 +145,19 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       const engine::Target target = engine::parseTarget(o->target);
       const std::string dir = dumpDirectory(o->dumpDir);
       if (!dir.empty() && target == engine::Target::Interp) dumpCompilation(g, dir, "f32");
-      std::unique_ptr<engine::Executor> exec = engine::Executor::create(g, {.target = target, .dumpDir = dir});
+      std::unique_ptr<engine::Executor> exec = engine::Executor::create(g, executorOptions(target, dir, o->profile));
       exec->setParams(interp::TensorMap(weights.begin(), weights.end()));
       auto t0 = std::chrono::steady_clock::now();
       interp::TensorMap outputs = exec->run(graphInputs);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (target != engine::Target::Interp)
+      if (exec->target() != engine::Target::Interp)
         std::fprintf(stderr, "ran @%s on the %s backend in %.2f ms (compiled in %.0f ms)\n", g.name().c_str(),
-                     target == engine::Target::Cpu ? "CPU" : "CUDA", ms, exec->compileMs());
+                     exec->target() == engine::Target::Cpu ? "CPU" : "CUDA", ms, exec->compileMs());
       else
         std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
       std::vector<std::string> classNames;
       if (auto it = meta.find("class_names"); it != meta.end()) classNames = splitLines(it->second);
+      if (o->profile) std::fputs(profileTable(g, passes::Precision::F32, exec->kernelProfile()).c_str(), stdout);
       if (o->print)
         for (const ir::Output& out : g.outputs())
           std::printf("%s: %s\n", out.name.c_str(), preview(outputs.at(out.name)).c_str());

@@ -3,6 +3,7 @@
 // --target interp).
 #include "tools/kiln/Commands.h"
 #include "tools/kiln/Plot.h"
+#include "tools/kiln/Profile.h"
 
 #include "engine/Executor.h"
 #include "frontend/Build.h"
@@ -175,6 +176,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     int64_t epochs = 1, batch = 32, limit = -1, evalLimit = -1, evalBatch = 500;
     double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
     uint64_t seed = 0;
+    bool profile = false;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("train", "Train a zoo classifier on a data set (one graph per training step)");
@@ -197,8 +199,9 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   cmd->add_option("--seed", o->seed, "seed of the initializers and the shuffling");
   cmd->add_option("--save", o->save, "write the trained parameters to this safetensors file");
   cmd->add_option("--loss-curve", o->lossCurve, "write the training loss against the step as an SVG chart");
-  cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0) or interp (the reference interpreter)")
-      ->check(CLI::IsMember({"cpu", "cuda", "interp"}));
+  cmd->add_flag("--profile", o->profile, "after training, print each kernel's time per step, share, GFLOP/s, GB/s and source lines");
+  cmd->add_option("--target", o->target, "where to run: cpu (the LLVM CPU backend), cuda (the CUDA backend, on GPU 0), interp (the reference interpreter) or auto (the device the cost model predicts faster, checked against the first steps)")
+      ->check(CLI::IsMember({"cpu", "cuda", "interp", "auto"}));
   addDumpOption(cmd, o->dumpDir);
   commands.emplace_back(cmd, [o] {
     const engine::Target target = engine::parseTarget(o->target);
@@ -226,13 +229,13 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     const ir::Value* x = step.findInput("x");
     KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
     ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
-    std::unique_ptr<engine::Executor> exec = engine::Executor::create(step, {.target = target, .dumpDir = dumpDir});
+    std::unique_ptr<engine::Executor> exec = engine::Executor::create(step, executorOptions(target, dumpDir, o->profile));
     std::map<int64_t, std::unique_ptr<engine::Executor>> evaluators;
     std::printf("training %s on %s: %lld examples, batch %lld, %s lr %g, %zu parameter tensors, target %s%s\n",
                 o->model.c_str(), o->data.c_str(), static_cast<long long>(train.size()),
                 static_cast<long long>(o->batch), o->optimizer.c_str(), o->lr, step.params().size(),
-                engine::targetName(target),
-                target != engine::Target::Interp ? fmt::format(" (compiled in {:.0f} ms)", exec->compileMs()).c_str() : "");
+                engine::targetName(exec->target()),
+                exec->target() != engine::Target::Interp ? fmt::format(" (compiled in {:.0f} ms)", exec->compileMs()).c_str() : "");
 
     std::vector<int64_t> order(train.size());
     std::iota(order.begin(), order.end(), 0);
@@ -269,7 +272,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         std::printf("interrupted: stopped after step %lld of epoch %lld\n", static_cast<long long>(steps),
                     static_cast<long long>(epoch));
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double acc = accuracy(model, o->evalBatch, test, row, exec->params(), evaluators, target);
+      double acc = accuracy(model, o->evalBatch, test, row, exec->params(), evaluators, exec->target());
       std::printf("epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f samples/s (%lld steps in %.1f s)%s\n",
                   static_cast<long long>(epoch), steps > skipped ? lossSum / (steps - skipped) : 0.0, 100 * acc,
                   steps * o->batch / seconds, static_cast<long long>(steps), seconds,
@@ -277,6 +280,10 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       std::fflush(stdout);
     }
     std::signal(SIGINT, previous);
+    if (o->profile) {
+      std::printf("profile of the training step (mean per step):\n");
+      std::fputs(profileTable(step, passes::Precision::F32, exec->kernelProfile()).c_str(), stdout);
+    }
     if (!o->lossCurve.empty()) writeLossCurve(o->lossCurve, o->model, losses);
     if (!o->save.empty()) {
       interp::TensorMap params = exec->params();

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   kiln::cli::addDeviceCommands(app, commands);
   kiln::cli::addTrainCommands(app, commands);
   kiln::cli::addAotCommand(app, commands);
+  kiln::cli::addExplainCommands(app, commands);
+  kiln::cli::addBenchCommand(app, commands);
 
   // CLI11 reports an unknown command only as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,0 +1,569 @@
+// The cost model (CostModel.h; the formulas and their measured error in docs/COST.md).
+#include "cost/CostModel.h"
+
+#include "kernels/Gemm.h"
+#include "kernels/Simplify.h"
+#include "support/Error.h"
+
+#if KILN_HAVE_CUDA
+#include "codegen/cuda/Render.h"
+#endif
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <tuple>
+
+namespace kiln::cost {
+namespace {
+
+using ir::OpKind;
+
+// ---- the CPU backend's size rules (codegen/cpu) ------------------------------------------------
+// Mirrored here: the model must split a kernel across threads exactly when the backend does.
+constexpr int64_t kNestParallelWork = 1 << 16;    // Render.cpp: points × exprs per grain
+constexpr int64_t kOpParallelWork = 32768;        // OpEmitter.h: elements per grain
+constexpr double kGemmParallelFlops = 2.0 * (1 << 20);  // Gemm.cpp: below, one thread
+constexpr int64_t kSmallM = 8;                    // GemmSmall.cpp: rows of the small path
+constexpr double kSmallParallelBytes = 1 << 20;   // GemmSmall.cpp: bytes of B from which it splits
+
+/// The rate of a plain elementwise op (add, mul, select, …) in kiln's vectorized loops as a
+/// fraction of the FMA peak (which counts two flops per lane and FMA): loads, stores and index
+/// arithmetic share the pipes. Costly ops add their measured CpuProfile::opNanos.
+constexpr double kElementwiseRate = 0.25;
+/// The small-M GEMM path's compute rate as a fraction of the FMA peak: a dot product loads a
+/// vector of B for every FMA and the cores load two vectors a cycle beside their two FMAs, so it
+/// runs at half the FMA rate at best (GemmSmall.cpp) and is usually bound by reading B.
+constexpr double kSmallGemmRate = 0.5;
+/// The GPU: elementwise ops at half the f32 FMA peak (one op per lane and cycle, not two).
+constexpr double kGpuElementwiseRate = 0.5;
+
+/// Nanoseconds on one thread of the loop nests of `k` (a contraction's epilogue included) beyond
+/// memory: each expression at every point (plain ops at kElementwiseRate, costly ones plus their
+/// measured cost), each reduction per row and element; and how many nests split across threads.
+struct NestWork {
+  double nanos = 0;
+  int parallelNests = 0;
+};
+
+/// Nanoseconds of one evaluation of the expressions reachable from `roots` (each once: the
+/// renderer evaluates a DAG once per point of one loop).
+double dagNanos(const kernels::LoopNest& nest, const std::vector<int32_t>& roots, const CpuProfile& cpu, double plain) {
+  std::vector<bool> seen(nest.exprs.size(), false);
+  std::vector<int32_t> stack(roots.begin(), roots.end());
+  double ns = 0;
+  while (!stack.empty()) {
+    const int32_t i = stack.back();
+    stack.pop_back();
+    if (i < 0 || static_cast<size_t>(i) >= seen.size() || seen[static_cast<size_t>(i)]) continue;
+    seen[static_cast<size_t>(i)] = true;
+    const kernels::Expr& e = nest.exprs[static_cast<size_t>(i)];
+    if (e.kind == kernels::Expr::Kind::Op) ns += plain + cpu.opCost(ir::opInfo(e.op).name);
+    if (e.kind == kernels::Expr::Kind::Random) ns += 20 * plain;  // a Philox round per draw
+    for (int32_t a : e.args) stack.push_back(a);
+  }
+  return ns;
+}
+
+NestWork nestWork(const kernels::Kernel& k, const CpuProfile& cpu, bool countParallel) {
+  NestWork w;
+  const int lanes = std::max(cpu.f32Lanes, 1);
+  const double plain = 1.0 / (std::max(cpu.peak(1), 1e-3) * kElementwiseRate);  // ns per op
+  for (const kernels::LoopNest& source : k.nests) {
+    const double points = static_cast<double>(ir::numElements(source.domain));
+    double rows = 1;
+    for (size_t d = 0; d < source.domain.size(); ++d)
+      if (!source.reduced[d]) rows *= static_cast<double>(source.domain[d]);
+    // As the renderer runs a nest: each reduction's body over every point (in its own loop), then
+    // the outer stores once per row and the full stores over every point (one loop for all), each
+    // loop evaluating what it needs.
+    std::vector<int32_t> rowStores, pointStores;
+    for (const kernels::Store& st : source.stores) (st.outer ? rowStores : pointStores).push_back(st.expr);
+    for (const kernels::Reduction& r : source.reductions)
+      w.nanos += points * (dagNanos(source, {r.body}, cpu, plain) + std::max(cpu.reduceElementNanos, plain)) +
+                 rows * cpu.reduceRowNanos;
+    w.nanos += points * dagNanos(source, pointStores, cpu, plain) + rows * dagNanos(source, rowStores, cpu, plain);
+    if (!countParallel) continue;
+    // Render.cpp's split: work items are the outer coordinates (and blocks of the lane dimension
+    // when it is not reduced and the outer ones are few); a grain holds kNestParallelWork work.
+    std::vector<int> group(source.domain.size(), 0);
+    kernels::LoopNest nest = kernels::simplifyNest(source, group);
+    if (nest.domain.empty()) continue;
+    const size_t lane = nest.domain.size() - 1;
+    int64_t outer = 1;
+    for (size_t d = 0; d + 1 < nest.domain.size(); ++d)
+      if (!nest.reduced[d]) outer *= nest.domain[d];
+    int64_t blocks = 1;
+    const int64_t laneSize = nest.domain[lane];
+    if (!nest.reduced[lane] && outer < 8 && laneSize > 4 * lanes) {
+      const int64_t laneBlock = (laneSize / 8 + lanes - 1) / lanes * lanes;
+      blocks = (laneSize + laneBlock - 1) / laneBlock;
+    }
+    const int64_t items = nest.reduced[lane] ? outer : outer * blocks;
+    const int64_t work = ir::numElements(nest.domain) * static_cast<int64_t>(std::max<size_t>(nest.exprs.size(), 1));
+    const int64_t perItem = std::max<int64_t>(work / std::max<int64_t>(items, 1), 1);
+    const int64_t grain = std::max<int64_t>(1, kNestParallelWork / perItem);
+    if (items >= 2 * grain) ++w.parallelNests;
+  }
+  return w;
+}
+
+/// Micro-tile of kiln's packed GEMM for the vector width (Gemm.cpp's blocking table).
+std::pair<int64_t, int64_t> microTile(int lanes) {
+  if (lanes >= 16) return {12, 32};
+  if (lanes == 8) return {6, 16};
+  return {4, 8};
+}
+
+int64_t roundUp(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+/// The fraction of the micro-tiles' work that lands in the result: edges are computed padded.
+double tileUse(int64_t m, int64_t n, int lanes) {
+  auto [mr, nr] = microTile(lanes);
+  return static_cast<double>(m * n) / static_cast<double>(roundUp(m, mr) * roundUp(n, nr));
+}
+
+/// kiln's packed GEMM as the profile measured it (MeasureCpu.cpp). A product of `batch` times
+/// m×n×k on P GFLOP/s (the peak of the t threads it runs on) takes
+///
+///     T = δ + cI·items/t + 2·batch·m·n·k / (P · tileUse(m, n)) · (c0 + cM/mb + cN/nb + cK/k)
+///
+/// c0 is the micro-kernel's inverse efficiency; the next three are overheads per flop that fall
+/// with the reuse of what they pay for: packing B is shared by the rows of an M block (mb),
+/// packing A by the columns of an N block (nb), a micro-tile's load, store and hand-off by its
+/// k-deep loop (mb, nb and the items as Gemm.cpp blocks the product for the threads); cI is the
+/// cost of a work item (claiming it, its scratch, handing its tile to the epilogue), δ the call's;
+/// tileUse charges the padded edge tiles. T·P·tileUse/flops is linear in the six coefficients, so
+/// they are fitted by least squares on relative error to the profile's matmul probes (squares, a
+/// shallow K, a short M, a narrow N, a batch of small products); a coefficient that comes out
+/// negative is dropped. A convolution form then gets its measured time against this model's for
+/// its GEMM form as a factor (packing through windows costs more).
+class GemmModel {
+ public:
+  explicit GemmModel(const CpuProfile& cpu) : cpu_(cpu) {
+    std::vector<const GemmPoint*> points;
+    for (const GemmPoint& g : cpu.gemm)
+      if (g.op == "matmul" && g.micros > 0) points.push_back(&g);
+    fit(points);
+    for (const GemmPoint& g : cpu.gemm)
+      if (g.op != "matmul" && g.micros > 0)
+        factors_.emplace_back(g.op, std::clamp(g.micros / micros(g.batch, g.m, g.n, g.k), 0.5, 20.0));
+  }
+
+  /// The fitted coefficients, the convolution factors and each probe against the fit.
+  std::string text() const {
+    std::string out = fmt::format(
+        "  gemm model: c0 {:.3f} (micro-kernel at {:.0f} % of peak), cM {:.2f}, cN {:.2f}, cK {:.2f}, item {:.2f} µs, "
+        "call {:.2f} µs\n",
+        c_[0], 100 / c_[0], c_[1], c_[2], c_[3], c_[4], c_[5]);
+    out += "  convolution factors:";
+    for (const auto& [o, f] : factors_) out += fmt::format(" {} {:.2f}×", o, f);
+    out += "\n  probes, measured against the model:";
+    for (const GemmPoint& g : cpu_.gemm)
+      if (g.op == "matmul")
+        out += fmt::format(" {}{}x{}x{} {:+.0f} %;", g.batch > 1 ? fmt::format("{}·", g.batch) : "", g.m, g.n, g.k,
+                           100 * (g.micros / micros(g.batch, g.m, g.n, g.k) - 1));
+    return out + "\n";
+  }
+
+  /// Microseconds of a contraction `op` in GEMM form batch × m×n×k.
+  double micros(ir::OpKind op, int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    double t = micros(batch, m, n, k);
+    const std::string_view name = ir::opInfo(op).name;
+    for (const auto& [o, f] : factors_)
+      if (o == name) t *= f;
+    return t;
+  }
+
+ private:
+  static constexpr size_t kTerms = 6;
+  using Terms = std::array<double, kTerms>;
+
+  int threadsFor(double flops) const { return flops >= kGemmParallelFlops ? cpu_.identity.threads : 1; }
+  static double flopsOf(int64_t batch, int64_t m, int64_t n, int64_t k) {
+    return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
+
+  struct Blocking {
+    int64_t mb, nb, items;
+  };
+  /// Gemm.cpp's blocking of a product: the M and N block sizes after the split that gives every
+  /// thread work (at least 4 items, an even number below 16), B blocks narrowed to stay packed over
+  /// all of K; padded to whole micro-tiles, as the packed panels are.
+  Blocking blocks(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    auto [mr, nr] = microTile(cpu_.f32Lanes);
+    auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+    auto evenBlock = [&](int64_t size, int64_t most, int64_t unit) {
+      return size == 0 ? unit : roundUp(ceilDiv(size, ceilDiv(size, most)), unit);
+    };
+    int64_t mb = evenBlock(m, 144, mr), nb = evenBlock(n, 512, nr);
+    const int64_t nbFits = (int64_t{4} << 20) / 4 / std::max<int64_t>(k, 1) / nr * nr;
+    if (nbFits >= std::min<int64_t>(nb, 128) && nbFits < nb) nb = evenBlock(n, nbFits, nr);
+    auto items = [&] { return batch * ceilDiv(m, mb) * ceilDiv(n, nb); };
+    if (flopsOf(batch, m, n, k) >= kGemmParallelFlops) {
+      while (items() < 4 || (items() < 16 && items() % 2 != 0)) {
+        const bool splitN = nb / nr >= mb / mr;
+        int64_t& block = splitN ? nb : mb;
+        const int64_t size = splitN ? n : m;
+        const int64_t smaller = roundUp(ceilDiv(size, 2 * ceilDiv(size, block)), splitN ? nr : mr);
+        if (smaller >= block) break;
+        block = smaller;
+      }
+    }
+    return {roundUp(std::min(mb, m), mr), roundUp(std::min(nb, n), nr), items()};
+  }
+  /// T·P·tileUse/flops per µs of the per-call and per-item costs.
+  double scale(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    const double flops = flopsOf(batch, m, n, k);
+    return cpu_.peak(threadsFor(flops)) * 1e3 * tileUse(m, n, cpu_.f32Lanes) / flops;
+  }
+  /// The regressors of one product: T·P·tileUse/flops = c · x.
+  Terms features(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    const Blocking b = blocks(batch, m, n, k);
+    const double s = scale(batch, m, n, k);
+    const double t = threadsFor(flopsOf(batch, m, n, k));
+    return {1.0, 1.0 / static_cast<double>(b.mb), 1.0 / static_cast<double>(b.nb), 1.0 / static_cast<double>(k),
+            static_cast<double>(b.items) / t * s, s};
+  }
+  double micros(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    const Terms x = features(batch, m, n, k);
+    double y = 0;
+    for (size_t i = 0; i < kTerms; ++i) y += c_[i] * x[i];
+    return y / scale(batch, m, n, k);
+  }
+  /// Least squares on relative error; terms that come out negative are dropped and the rest refitted.
+  void fit(const std::vector<const GemmPoint*>& points) {
+    std::array<bool, kTerms> used;
+    used.fill(true);
+    for (size_t attempt = 0; attempt < kTerms; ++attempt) {
+      double a[kTerms][kTerms + 1] = {};
+      for (const GemmPoint* g : points) {
+        const Terms x = features(g->batch, g->m, g->n, g->k);
+        const double y = g->micros * scale(g->batch, g->m, g->n, g->k);
+        const double w = 1.0 / (y * y);
+        for (size_t i = 0; i < kTerms; ++i) {
+          for (size_t j = 0; j < kTerms; ++j) a[i][j] += w * x[i] * x[j];
+          a[i][kTerms] += w * x[i] * y;
+        }
+      }
+      for (size_t i = 0; i < kTerms; ++i)
+        if (!used[i]) {
+          for (size_t j = 0; j < kTerms; ++j) a[i][j] = a[j][i] = 0;
+          a[i][i] = 1;
+          a[i][kTerms] = 0;
+        }
+      const Terms c = solve(a);
+      bool negative = false;
+      for (size_t i = 0; i < kTerms; ++i)
+        if (c[i] < 0) used[i] = false, negative = true;
+      c_ = c;
+      if (!negative) break;
+    }
+    for (double& c : c_) c = std::max(c, 0.0);
+    if (c_[0] <= 0) c_[0] = 1;
+  }
+  /// Gauss-Jordan elimination with partial pivoting; a singular column gives 0.
+  static Terms solve(double a[kTerms][kTerms + 1]) {
+    for (size_t col = 0; col < kTerms; ++col) {
+      size_t pivot = col;
+      for (size_t r = col + 1; r < kTerms; ++r)
+        if (std::abs(a[r][col]) > std::abs(a[pivot][col])) pivot = r;
+      for (size_t j = 0; j <= kTerms; ++j) std::swap(a[col][j], a[pivot][j]);
+      if (std::abs(a[col][col]) < 1e-300) continue;
+      for (size_t r = 0; r < kTerms; ++r) {
+        if (r == col) continue;
+        const double f = a[r][col] / a[col][col];
+        for (size_t j = col; j <= kTerms; ++j) a[r][j] -= f * a[col][j];
+      }
+    }
+    Terms c{};
+    for (size_t i = 0; i < kTerms; ++i) c[i] = std::abs(a[i][i]) < 1e-300 ? 0 : a[i][kTerms] / a[i][i];
+    return c;
+  }
+
+  const CpuProfile& cpu_;
+  Terms c_{1, 0, 0, 0, 0, 0};
+  std::vector<std::pair<std::string, double>> factors_;
+};
+
+/// cuBLASLt's time for a product of `flops` at `peak` GFLOP/s (of the operands' precision):
+///
+///     T = t0 + flops / (peak · e(∛(m·n·k)))
+///
+/// t0, a call's floor, is the smallest f32 probe's time; e(s), the efficiency of the work beyond
+/// it, comes from each larger probe (flops / (peakF32 · (T − t0))), interpolated in log(s) and
+/// held constant outside. Returns the floor and the work apart.
+std::pair<double, double> gpuGemmMicros(const GpuProfile& gpu, double peak, double flops, int64_t m, int64_t n, int64_t k) {
+  const auto& pts = gpu.gemmF32;
+  if (pts.size() < 2 || gpu.peakF32 <= 0) return {0, flops / (std::max(peak, 1.0) * 0.7) * 1e-3};
+  const double t0 = pts.front().micros;
+  std::vector<std::pair<double, double>> curve;  // (log s, efficiency)
+  for (size_t i = 1; i < pts.size(); ++i) {
+    const double f = 2.0 * pts[i].batch * pts[i].m * pts[i].n * pts[i].k;
+    const double beyond = std::max(pts[i].micros - t0, 1e-3 * pts[i].micros);
+    curve.emplace_back(std::log(std::cbrt(static_cast<double>(pts[i].m) * pts[i].n * pts[i].k)),
+                       std::clamp(f / (gpu.peakF32 * beyond * 1e3), 1e-6, 1.0));
+  }
+  const double x = std::log(std::cbrt(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)));
+  double eff = curve.front().second;
+  if (x >= curve.back().first) {
+    eff = curve.back().second;
+  } else if (x > curve.front().first) {
+    size_t i = 1;
+    while (curve[i].first < x) ++i;
+    const double f = (x - curve[i - 1].first) / (curve[i].first - curve[i - 1].first);
+    eff = curve[i - 1].second + f * (curve[i].second - curve[i - 1].second);
+  }
+  return {t0, flops / (std::max(peak, 1.0) * eff) * 1e-3};
+}
+
+bool isSmallPath(const kernels::Kernel& k, const kernels::GemmForm& f) {
+  if (f.m > kSmallM || f.m < 1 || k.contraction.op != OpKind::MatMul || !f.affine) return false;
+  return f.a.map.bounds.empty() && f.b.map.bounds.empty();
+}
+
+Bound largest(double compute, double memory, double overhead) {
+  if (overhead >= compute && overhead >= memory) return Bound::Launch;
+  return compute >= memory ? Bound::Compute : Bound::Memory;
+}
+
+/// Microseconds of moving `bytes` at `gbps` GB/s.
+double transferMicros(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e3) : 0; }
+
+}  // namespace
+
+std::string_view boundName(Bound b) {
+  switch (b) {
+    case Bound::Compute: return "compute";
+    case Bound::Memory: return "memory";
+    case Bound::Launch: return "launch";
+    case Bound::Transfer: return "transfer";
+  }
+  return "?";
+}
+
+std::string cpuModelText(const CpuProfile& cpu) { return GemmModel(cpu).text(); }
+
+CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
+  CpuEstimate e;
+  const int all = std::max(cpu.identity.threads, 1);
+  double gemmMicros = 0, nanos = 0;  // the GEMM on its threads; the rest on one thread
+  int dispatches = 0;
+  if (k.hasContraction) {
+    const kernels::GemmForm f = kernels::gemmForm(k);
+    const double gemmFlops = 2.0 * f.batch * f.m * f.n * f.k;
+    nanos = nestWork(k, cpu, false).nanos;  // the epilogue, on tiles in cache
+    if (isSmallPath(k, f)) {
+      e.threads = 4.0 * f.n * f.k * f.batch >= kSmallParallelBytes ? all : 1;
+      gemmMicros = gemmFlops / (cpu.peak(e.threads) * kSmallGemmRate) * 1e-3;
+    } else {
+      e.threads = gemmFlops >= kGemmParallelFlops ? all : 1;
+      gemmMicros = GemmModel(cpu).micros(k.contraction.op, f.batch, f.m, f.n, f.k);
+    }
+    dispatches = e.threads > 1;
+  } else if (k.op) {
+    // Op kernels (gather, scatter_add, pooling, one_hot, random, …): a loop over rows that splits
+    // in grains of kOpParallelWork elements, mostly moving memory.
+    const double elements = static_cast<double>(k.bytesRead + k.bytesWritten) / 4;
+    e.threads = elements >= 2.0 * kOpParallelWork ? all : 1;
+    dispatches = e.threads > 1;
+    const double plain = 1.0 / (std::max(cpu.peak(1), 1e-3) * kElementwiseRate);
+    nanos = static_cast<double>(k.op->result->type.numel()) * plain * (k.op->op == OpKind::Random ? 20 : 1);
+    // Pooling: the profile's per-element cost of its probe (measured on the pool's threads, so
+    // scaled back to one).
+    const bool pool = k.op->op == OpKind::MaxPool2d || k.op->op == OpKind::AvgPool2d;
+    const bool poolGrad = k.op->op == OpKind::MaxPool2dGrad || k.op->op == OpKind::AvgPool2dGrad;
+    if (pool || poolGrad) {
+      const double ns = cpu.opCost(pool ? "max_pool2d" : "max_pool2d_grad");
+      const double input = static_cast<double>((pool ? k.op->operands.at(0) : k.op->result)->type.numel());
+      if (ns > 0) nanos = input * ns * cpu.peak(all) / std::max(cpu.peak(1), 1e-9);
+    }
+  } else {
+    NestWork w = nestWork(k, cpu, all > 1);
+    nanos = w.nanos;
+    dispatches = w.parallelNests;
+    e.threads = w.parallelNests > 0 ? all : 1;
+  }
+  const double speedup = cpu.peak(e.threads) / std::max(cpu.peak(1), 1e-9);
+  e.computeMicros = gemmMicros + nanos / speedup * 1e-3;
+  e.memoryMicros = cpu.memoryMicros(k.bytesRead, k.bytesWritten, e.threads);
+  e.overheadMicros = cpu.kernelCallMicros + dispatches * cpu.dispatchMicros;
+  e.micros = e.overheadMicros + std::max(e.computeMicros, e.memoryMicros);
+  e.bound = largest(e.computeMicros, e.memoryMicros, e.overheadMicros);
+  return e;
+}
+
+int gpuLaunchesOf(const kernels::Kernel& k, const GpuProfile& gpu) {
+#if KILN_HAVE_CUDA
+  try {
+    cuda::RenderOptions ro;
+    if (gpu.arch.rfind("sm_", 0) == 0) ro.sm = std::max(80, std::atoi(gpu.arch.c_str() + 3));
+    return std::max<int>(1, static_cast<int>(cuda::renderKernel(k, ro).steps.size()));
+  } catch (const Error&) {
+    // A kernel the CUDA backend cannot render: count it as the backend-neutral estimate below.
+  }
+#endif
+  if (!k.hasContraction) return 1;
+  for (const kernels::LoopNest& n : k.nests)
+    for (const kernels::Expr& e : n.exprs)
+      if (e.kind == kernels::Expr::Kind::Op) return 2;
+  return 1;
+}
+
+GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, int launches, const CostOptions& options) {
+  GpuEstimate e;
+  e.launches = std::max(launches, 1);
+  const double bytes = static_cast<double>(k.bytesRead + k.bytesWritten);
+  double ops = 0, gemmMicros = 0, floorMicros = 0;
+  if (k.hasContraction) {
+    const kernels::GemmForm f = kernels::gemmForm(k);
+    const double gemmFlops = 2.0 * f.batch * f.m * f.n * f.k;
+    const DType operand = k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype;
+    const double peak = operand == DType::bf16 ? gpu.peakBf16 : operand == DType::f16 ? gpu.peakF16 : gpu.peakF32;
+    std::tie(floorMicros, gemmMicros) = gpuGemmMicros(gpu, peak, gemmFlops, f.batch * f.m, f.n, f.k);
+    ops = std::max(0.0, k.flops - gemmFlops);
+  } else {
+    ops = k.flops;
+  }
+  e.computeMicros = gemmMicros + ops / (std::max(gpu.peakF32, 1.0) * kGpuElementwiseRate) * 1e-3;
+  e.memoryMicros = transferMicros(bytes, gpu.bandwidthGbps);
+  // cuBLASLt's floor is a per-call cost, like a launch.
+  e.launchMicros = e.launches * (options.cudaGraphs ? gpu.graphNodeMicros : gpu.launchMicros) + floorMicros;
+  e.micros = e.launchMicros + std::max(e.computeMicros, e.memoryMicros);
+  e.bound = largest(e.computeMicros, e.memoryMicros, e.launchMicros);
+  return e;
+}
+
+ProgramCost predictProgram(const ir::Graph& compiled, const CpuProfile& cpu, const GpuProfile* gpu,
+                           const CostOptions& options) {
+  ProgramCost c;
+  c.cpuThreads = cpu.identity.threads;
+  for (const kernels::Kernel& k : kernels::lowerGraph(compiled)) {
+    KernelCost kc;
+    kc.name = k.name;
+    kc.kind = k.kind;
+    kc.flops = k.flops;
+    kc.bytes = k.bytesRead + k.bytesWritten;
+    if (k.hasContraction) {
+      const kernels::GemmForm f = kernels::gemmForm(k);
+      kc.batch = f.batch, kc.m = f.m, kc.n = f.n, kc.k = f.k;
+    }
+    kc.cpu = predictCpu(k, cpu);
+    if (gpu) kc.gpu = predictGpu(k, *gpu, gpuLaunchesOf(k, *gpu), options);
+    c.flops += kc.flops;
+    c.bytes += kc.bytes;
+    c.kernels.push_back(std::move(kc));
+  }
+  for (const ir::Value* v : compiled.inputs()) c.inputBytes += v->type.bytes();
+  for (const ir::Output& o : compiled.outputs()) c.outputBytes += o.value->type.bytes();
+  for (const ir::Update& u : compiled.updates()) c.updateBytes += u.param->type.bytes();
+  c.inputs = static_cast<int>(compiled.inputs().size());
+  c.outputs = static_cast<int>(compiled.outputs().size());
+  c.updates = static_cast<int>(compiled.updates().size());
+
+  for (const KernelCost& k : c.kernels) c.cpuKernelMicros += k.cpu.micros;
+  // Program::run: a fixed part, then each output allocated (zero-filled) and copied out.
+  c.cpuRunMicros = cpu.runMicros * std::max(1.0, 0.5 * (c.inputs + c.outputs)) +
+                   transferMicros(3.0 * static_cast<double>(c.outputBytes), cpu.bandwidth(c.outputBytes, 1));
+  c.cpuStepMicros = c.cpuKernelMicros + c.cpuRunMicros;
+
+  if (gpu) {
+    c.hasGpu = true;
+    c.gpuName = gpu->name;
+    c.gpuBandwidthGbps = gpu->bandwidthGbps;
+    c.cudaGraphs = options.cudaGraphs;
+    const double node = options.cudaGraphs ? gpu->graphNodeMicros : gpu->launchMicros;
+    for (const KernelCost& k : c.kernels) {
+      c.gpuKernelMicros += k.gpu->micros;
+      c.gpuLaunchMicros += k.gpu->launchMicros;
+      c.gpuLaunches += k.gpu->launches;
+    }
+    // One run: the host stages inputs into pinned buffers and outputs out of them; the device
+    // uploads, computes, copies updated parameters over the old ones and downloads; the host
+    // waits for it all.
+    const double staging = transferMicros(static_cast<double>(c.inputBytes + c.outputBytes), cpu.bandwidth(c.inputBytes + c.outputBytes, 1));
+    const double copies = (c.inputs + c.outputs + c.updates) * node;
+    const double wires = transferMicros(static_cast<double>(c.inputBytes), gpu->h2dGbps) +
+                         transferMicros(static_cast<double>(c.outputBytes), gpu->d2hGbps) +
+                         transferMicros(2.0 * static_cast<double>(c.updateBytes), gpu->bandwidthGbps);
+    const double latency = (c.inputs > 0 ? gpu->transferMicros : 0) + (c.outputs > 0 ? gpu->transferMicros : 0);
+    const double replay = options.cudaGraphs ? gpu->graphLaunchMicros : 0;
+    c.gpuTransferMicros = staging + copies + wires + latency + replay;
+    c.gpuStepMicros = c.gpuKernelMicros + c.gpuTransferMicros;
+  }
+  return c;
+}
+
+std::string flopText(double flops) {
+  if (flops >= 1e9) return fmt::format("{:.1f} GFLOP", flops * 1e-9);
+  if (flops >= 1e6) return fmt::format("{:.1f} MFLOP", flops * 1e-6);
+  if (flops >= 1e3) return fmt::format("{:.1f} kFLOP", flops * 1e-3);
+  return fmt::format("{:.0f} FLOP", flops);
+}
+
+std::string byteText(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.1f} GB", bytes * 1e-9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes * 1e-6);
+  if (bytes >= 1e3) return fmt::format("{:.1f} kB", bytes * 1e-3);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+std::string timeText(double micros) {
+  if (micros >= 1e6) return fmt::format("{:.2f} s", micros * 1e-6);
+  if (micros >= 1e3) return fmt::format("{:.2f} ms", micros * 1e-3);
+  return fmt::format("{:.1f} µs", micros);
+}
+
+Verdict verdict(const ProgramCost& c, const CpuProfile& cpu) {
+  Verdict v;
+  const double cpuGflops = c.cpuStepMicros > 0 ? c.flops / c.cpuStepMicros * 1e-3 : 0;
+  if (!c.hasGpu) {
+    v.winner = Verdict::Winner::CpuOnly;
+    v.line = fmt::format("CPU only (no GPU profile): {} per step, {} at {:.1f} GFLOP/s ({:.0f} % of the {}-thread peak)",
+                         timeText(c.cpuStepMicros), flopText(c.flops), cpuGflops,
+                         100 * cpuGflops / std::max(cpu.peak(c.cpuThreads), 1e-9), c.cpuThreads);
+    return v;
+  }
+  const bool cpuWins = c.cpuStepMicros <= c.gpuStepMicros;
+  v.ratio = cpuWins ? c.gpuStepMicros / std::max(c.cpuStepMicros, 1e-9) : c.cpuStepMicros / std::max(c.gpuStepMicros, 1e-9);
+  const double gpuOverhead = c.gpuLaunchMicros + c.gpuTransferMicros;
+  const double transferBytes = static_cast<double>(c.inputBytes + c.outputBytes);
+  if (v.ratio < 1.1) {
+    v.winner = Verdict::Winner::Even;
+    v.line = fmt::format("about even ({:.2f}×, {} on the CPU, {} on {}): {} of work against {} kernel launches and {} of "
+                         "transfer",
+                         v.ratio, timeText(c.cpuStepMicros), timeText(c.gpuStepMicros), c.gpuName, flopText(c.flops),
+                         c.gpuLaunches, byteText(transferBytes));
+    return v;
+  }
+  if (cpuWins) {
+    v.winner = Verdict::Winner::Cpu;
+    if (gpuOverhead >= 0.5 * c.gpuStepMicros)
+      v.line = fmt::format("CPU: {:.1f}× faster — {} kernel launches and {} of transfer outweigh {} of work", v.ratio,
+                           c.gpuLaunches, byteText(transferBytes), flopText(c.flops));
+    else
+      v.line = fmt::format("CPU: {:.1f}× faster — {} of work runs at {} on the CPU against {} on {}", v.ratio,
+                           flopText(c.flops), timeText(c.cpuKernelMicros), timeText(c.gpuKernelMicros - c.gpuLaunchMicros),
+                           c.gpuName);
+    return v;
+  }
+  v.winner = Verdict::Winner::Gpu;
+  double compute = 0, memory = 0;
+  for (const KernelCost& k : c.kernels) (k.cpu.bound == Bound::Memory ? memory : compute) += k.cpu.micros;
+  const double gpuGflops = c.flops / std::max(c.gpuStepMicros, 1e-9) * 1e-3;
+  if (compute >= memory)
+    v.line = fmt::format("GPU: {:.1f}× faster — {} of mostly compute-bound work: {:.0f} GFLOP/s on {} against {:.1f} on "
+                         "the CPU; {} launches and {} of transfer cost {}",
+                         v.ratio, flopText(c.flops), gpuGflops, c.gpuName, cpuGflops, c.gpuLaunches,
+                         byteText(transferBytes), timeText(gpuOverhead));
+  else
+    v.line = fmt::format("GPU: {:.1f}× faster — {} of mostly memory-bound traffic moves faster on {} ({:.0f} GB/s) than "
+                         "on the CPU; {} launches and {} of transfer cost {}",
+                         v.ratio, byteText(static_cast<double>(c.bytes)), c.gpuName, c.gpuBandwidthGbps, c.gpuLaunches,
+                         byteText(transferBytes), timeText(gpuOverhead));
+  return v;
+}
+
+}  // namespace kiln::cost

@@ -1,0 +1,160 @@
+// The machine profile: what this machine's CPU (and each CUDA GPU) can do, measured once and cached
+// as JSON, so the cost model (CostModel.h) can predict kernel times without running them.
+//
+//   CPU   FMA peak per thread count (a register-resident loop of independent fused multiply-adds
+//         at the vector width kiln's code generator uses: AVX-512, AVX2 or scalar), triad and copy
+//         bandwidth per working-set size (caches, then DRAM) and thread count, kiln's own GEMM
+//         (cpu::Program on matmul graphs) by size, the cost of one kernel call, of one thread-pool
+//         dispatch and of Program::run around the kernels
+//   GPU   (where a device is present, built with the CUDA toolkit) cuBLASLt GEMM peak per
+//         precision, device bandwidth, kernel launch latency, per-kernel cost of a replayed CUDA
+//         graph, pinned host↔device bandwidth and latency
+//
+// The cache is $KILN_CACHE_DIR/machine.json, else ~/.cache/kiln/machine.json. It is keyed by the
+// CPU's identity (the /proc/cpuinfo model name, the thread count kiln runs with, the vector ISA
+// and kiln's version): on a different machine, or with KILN_THREADS changed, it is measured again.
+// A GPU profile can also be read from a file measured elsewhere (`kiln profile --json` there), so
+// a machine without a GPU can still ask what one would do.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::cost {
+
+/// The format of machine.json; a cache of another format is measured again.
+inline constexpr int kProfileFormat = 1;
+
+/// What makes a cached CPU profile valid for this process.
+struct CpuIdentity {
+  std::string model;        // /proc/cpuinfo "model name"
+  int threads = 1;          // participants of the thread pool kiln's programs use
+  std::string isa;          // "avx512", "avx2" or "scalar": the vectors kiln's code uses
+  std::string kilnVersion;  // "0.1"
+  bool operator==(const CpuIdentity&) const = default;
+};
+
+/// One working-set size of the bandwidth ladder: GB/s (1e9 bytes) per thread count.
+struct BandwidthPoint {
+  int64_t bytes = 0;         // the arrays' total size
+  std::vector<double> gbps;  // [t - 1]: with t threads
+};
+
+/// One measured contraction of kiln's CPU GEMM in its GEMM form (kernels/Gemm.h): the op, the
+/// batch and the product's M, N and K, and the kernel's own time; f32.
+struct GemmPoint {
+  int64_t m = 0, n = 0, k = 0;
+  double micros = 0;
+  std::string op = "matmul";  // matmul, conv2d, conv2d_grad_input, conv2d_grad_weight
+  int64_t batch = 1;          // independent products of m×n×k
+  double gflops() const { return micros > 0 ? 2.0 * batch * m * n * k / micros * 1e-3 : 0; }
+};
+
+struct CpuProfile {
+  CpuIdentity identity;
+  int f32Lanes = 1;                 // f32 elements per vector
+  std::vector<double> peakGflops;   // [t - 1]: f32 FMA peak with t threads (GFLOP/s)
+  std::vector<BandwidthPoint> triad;  // a[i] = b[i] + s·c[i], ascending bytes; 12 bytes per element
+  std::vector<BandwidthPoint> copy;   // a[i] = b[i]; 8 bytes per element
+  std::vector<BandwidthPoint> read;   // s += a[i]; 4 bytes per element
+  /// kiln's GEMM on the pool of identity.threads: square matmuls by size first, then the
+  /// shape and op probes (a shallow K, each convolution form).
+  std::vector<GemmPoint> gemm;
+  /// Nanoseconds per element of kiln's vectorized code for an elementwise op beyond a plain one
+  /// (add), on one thread: "exp", "tanh", "erf", "div", …; and for the pooling op kernels
+  /// ("max_pool2d", "max_pool2d_grad") per element of the pooled input, on the pool's threads.
+  std::vector<std::pair<std::string, double>> opNanos;
+  /// A row reduction (reduce_sum over the last axis) on one thread: per row and per element.
+  double reduceRowNanos = 0, reduceElementNanos = 0;
+  double kernelCallMicros = 0;      // a kernel call that does almost nothing (one element)
+  double dispatchMicros = 0;        // a thread-pool job across every thread, beyond an inline call
+  double runMicros = 0;             // Program::run of a one-input one-output program, beyond its kernel
+
+  /// Peak and bandwidth with t threads (clamped to the measured range); bandwidth for a working set
+  /// of `bytes`, interpolated in log(bytes) between the ladder's points.
+  double peak(int t) const;
+  double bandwidth(int64_t bytes, int t) const;
+  /// Microseconds to read `readBytes` and write `writtenBytes` with a working set of their sum:
+  /// reads at the read ladder's rate, writes at what the triad leaves for its one write in three.
+  double memoryMicros(int64_t readBytes, int64_t writtenBytes, int t) const;
+  /// opNanos of `op`, 0 when it was not measured.
+  double opCost(std::string_view op) const;
+};
+
+/// A CUDA device's figures. GFLOP/s of cuBLASLt products; bandwidths in GB/s (1e9 bytes).
+struct GpuProfile {
+  std::string name;                 // "NVIDIA H100 80GB HBM3"
+  std::string arch;                 // "sm_90"
+  int multiprocessors = 0;
+  uint64_t memoryBytes = 0;
+  double peakF32 = 0, peakTf32 = 0, peakBf16 = 0, peakF16 = 0;
+  std::vector<GemmPoint> gemmF32;   // cuBLASLt f32 products by size (device time)
+  double bandwidthGbps = 0;         // device-to-device copy: read + write bytes per second
+  double launchMicros = 0;          // per kernel launched back to back on a stream
+  double graphNodeMicros = 0;       // per kernel of a replayed CUDA graph
+  double graphLaunchMicros = 0;     // one replay of a one-kernel graph, to completion on the host
+  double h2dGbps = 0, d2hGbps = 0;  // pinned
+  double transferMicros = 0;        // latency of a small pinned copy (each direction)
+  std::string source;               // where the figures come from ("measured 2025-…", a file)
+};
+
+struct MachineProfile {
+  int format = kProfileFormat;
+  std::string measuredAt;           // UTC, ISO 8601
+  double measureSeconds = 0;
+  CpuProfile cpu;
+  std::vector<GpuProfile> gpus;     // by ordinal; empty without a device
+};
+
+/// This process's CPU identity (creates the global thread pool to learn its size).
+CpuIdentity hostIdentity();
+
+/// machine.json's text, and back. profileFromJson throws kiln::Error naming `what` and the member
+/// when the text is not a profile of this format.
+std::string profileToJson(const MachineProfile& p);
+MachineProfile profileFromJson(std::string_view text, std::string_view what);
+/// A GPU profile from a file: a machine.json (its first GPU; an error when it has none) or one
+/// GpuProfile object as profileToJson writes them.
+GpuProfile gpuProfileFromFile(const std::string& path);
+std::string gpuProfileToJson(const GpuProfile& g);
+
+/// $KILN_CACHE_DIR/machine.json, else $HOME/.cache/kiln/machine.json.
+std::string defaultProfilePath();
+
+struct ProfileOptions {
+  std::string path;              // empty: defaultProfilePath()
+  bool remeasure = false;        // measure even when the cache is valid
+  bool measureGpus = true;       // where a device is present
+  bool save = true;              // write the cache after measuring
+  /// Measure the CPU this many times and keep each figure's best (bestOf): on a shared machine,
+  /// other load only slows a measurement down, so the best of several is closest to the machine.
+  int rounds = 1;
+  /// Progress lines while measuring ("cpu: fma peak, 1 thread …"); null: quiet.
+  std::function<void(const std::string&)> progress;
+};
+
+/// The cached profile when its identity matches hostIdentity() and its format is current, else a
+/// fresh measurement (saved to the cache when options.save). A cache that cannot be read is
+/// measured again; one that cannot be written is a warning through options.progress.
+MachineProfile machineProfile(const ProfileOptions& options = {});
+/// Whether `p` describes this process's machine (format and identity).
+bool profileMatches(const MachineProfile& p, const CpuIdentity& id);
+
+/// Measures the CPU (a few seconds). Uses the global thread pool and the host Jit.
+CpuProfile measureCpu(const std::function<void(const std::string&)>& progress = {});
+/// Each figure of two measurements of the same CPU at its best: the higher peak and bandwidth,
+/// the lower times.
+CpuProfile bestOf(const CpuProfile& a, const CpuProfile& b);
+/// Measures every CUDA device; empty (with the reason in *why) without a device or without CUDA
+/// support in this build.
+std::vector<GpuProfile> measureGpus(const std::function<void(const std::string&)>& progress = {},
+                                    std::string* why = nullptr);
+
+/// The profile as a readable text (`kiln profile`).
+std::string profileText(const MachineProfile& p);
+
+}  // namespace kiln::cost

@@ -1,0 +1,348 @@
+// The machine profile's JSON and cache, the cost model on hand-made profiles, and `kiln explain`
+// for every zoo model. Nothing here measures the machine or asserts a time: the profiles are fixed
+// fakes, so the expectations follow from the formulas (docs/COST.md).
+#include "cost/CostModel.h"
+#include "cost/Explain.h"
+#include "cost/MachineProfile.h"
+#include "frontend/Zoo.h"
+#include "ir/Parser.h"
+#include "kernels/Kernel.h"
+#include "passes/Pipeline.h"
+#include "support/Error.h"
+#include "support/File.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace kiln::cost {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+/// A CPU profile as `kiln profile` measured it on a 2-core AVX2 machine (rounded): fixed, so the
+/// tests never measure.
+CpuProfile fakeCpu() {
+  CpuProfile c;
+  c.identity = {"Test CPU 9000", 2, "avx2", "0.1"};
+  c.f32Lanes = 8;
+  c.peakGflops = {100, 200};
+  c.triad = {{1 << 20, {50, 90}}, {int64_t{1} << 30, {15, 20}}};
+  c.copy = {{1 << 20, {70, 110}}, {int64_t{1} << 30, {15, 20}}};
+  c.read = {{1 << 20, {75, 130}}, {int64_t{1} << 30, {15, 22}}};
+  auto mm = [](int64_t m, int64_t n, int64_t k, double us, int64_t batch = 1) {
+    return GemmPoint{m, n, k, us, "matmul", batch};
+  };
+  c.gemm = {mm(16, 16, 16, 0.34),     mm(32, 32, 32, 1.3),     mm(64, 64, 64, 7.2),      mm(128, 128, 128, 31.7),
+            mm(256, 256, 256, 204),   mm(512, 512, 512, 1570), mm(1024, 1024, 1024, 12974), mm(512, 512, 16, 90),
+            mm(32, 512, 512, 151),    mm(512, 32, 512, 113),   mm(32, 32, 32, 52, 64),
+            {64, 196, 288, 511, "conv2d", 8}, {32, 196, 576, 739, "conv2d_grad_input", 8},
+            {64, 288, 1568, 1537, "conv2d_grad_weight", 1}};
+  c.opNanos = {{"exp", 0.5}, {"tanh", 1.0}, {"erf", 1.4}, {"max_pool2d", 0.06}, {"max_pool2d_grad", 0.12}};
+  c.reduceRowNanos = 0;
+  c.reduceElementNanos = 0.16;
+  c.kernelCallMicros = 0.03;
+  c.dispatchMicros = 0.2;
+  c.runMicros = 0.15;
+  return c;
+}
+
+GpuProfile fakeGpu() {
+  GpuProfile g;
+  g.name = "Fake H100";
+  g.arch = "sm_90";
+  g.multiprocessors = 132;
+  g.memoryBytes = uint64_t{80} << 30;
+  g.peakF32 = 50000;
+  g.peakTf32 = 400000;
+  g.peakBf16 = g.peakF16 = 700000;
+  g.gemmF32 = {{128, 128, 128, 10}, {4096, 4096, 4096, 3000}};
+  g.bandwidthGbps = 3000;
+  g.launchMicros = 4;
+  g.graphNodeMicros = 1.5;
+  g.graphLaunchMicros = 8;
+  g.h2dGbps = 25;
+  g.d2hGbps = 25;
+  g.transferMicros = 10;
+  g.source = "a test";
+  return g;
+}
+
+MachineProfile fakeMachine(bool withGpu) {
+  MachineProfile p;
+  p.measuredAt = "2025-01-01T00:00:00Z";
+  p.measureSeconds = 4.5;
+  p.cpu = fakeCpu();
+  if (withGpu) p.gpus.push_back(fakeGpu());
+  return p;
+}
+
+/// A fresh directory under the test's temporary directory.
+fs::path scratchDir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("kiln_cost_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<kernels::Kernel> kernelsOf(const std::string& text) {
+  ir::Graph g = ir::parseGraph(text, "<test>");
+  passes::compileGraph(g);
+  return kernels::lowerGraph(g);
+}
+
+// ---- the profile ---------------------------------------------------------------------------------
+
+TEST(MachineProfile, JsonRoundTrip) {
+  MachineProfile p = fakeMachine(true);
+  const std::string text = profileToJson(p);
+  MachineProfile q = profileFromJson(text, "test");
+  EXPECT_EQ(profileToJson(q), text);
+  EXPECT_EQ(q.cpu.identity, p.cpu.identity);
+  EXPECT_DOUBLE_EQ(q.cpu.peak(2), 200);
+  ASSERT_EQ(q.gpus.size(), 1u);
+  EXPECT_EQ(q.gpus[0].name, "Fake H100");
+  EXPECT_DOUBLE_EQ(q.gpus[0].graphNodeMicros, 1.5);
+  EXPECT_EQ(profileToJson(fakeMachine(false)), profileToJson(profileFromJson(profileToJson(fakeMachine(false)), "t")));
+}
+
+TEST(MachineProfile, BadJsonNamesTheMember) {
+  std::string text = profileToJson(fakeMachine(false));
+  std::string noPeak = text;
+  noPeak.replace(noPeak.find("\"peak_gflops\""), 13, "\"peak_gflopz\"");
+  EXPECT_THAT([&] { profileFromJson(noPeak, "m.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("missing member 'peak_gflops'")));
+  std::string oldFormat = text;
+  oldFormat.replace(oldFormat.find("\"format\": 1"), 11, "\"format\": 0");
+  EXPECT_THAT([&] { profileFromJson(oldFormat, "m.json"); }, ::testing::ThrowsMessage<Error>(HasSubstr("format 0")));
+}
+
+TEST(MachineProfile, InterpolatesBandwidthAndClampsThreads) {
+  CpuProfile c = fakeCpu();
+  EXPECT_DOUBLE_EQ(c.bandwidth(1 << 10, 1), 50);            // below the ladder: its first point
+  EXPECT_DOUBLE_EQ(c.bandwidth(int64_t{1} << 40, 2), 20);     // above: its last
+  EXPECT_NEAR(c.bandwidth(int64_t{1} << 25, 1), 32.5, 1e-9);  // halfway in log(bytes)
+  EXPECT_DOUBLE_EQ(c.peak(16), 200);
+  EXPECT_DOUBLE_EQ(c.peak(0), 100);
+  // Reads at the read ladder's rate; writes at what a triad (8 bytes read, 4 written) leaves.
+  const double r = 1 / 75.0, w = (12 / 50.0 - 8 * r) / 4;
+  EXPECT_NEAR(c.memoryMicros(600000, 400000, 1), (600000 * r + 400000 * w) * 1e-3, 1e-9);
+}
+
+TEST(MachineProfile, IdentityDecidesWhetherTheCacheIsValid) {
+  MachineProfile p = fakeMachine(false);
+  CpuIdentity id = p.cpu.identity;
+  EXPECT_TRUE(profileMatches(p, id));
+  for (int change = 0; change < 4; ++change) {
+    CpuIdentity other = id;
+    if (change == 0) other.model = "Another CPU";
+    if (change == 1) other.threads = 64;
+    if (change == 2) other.isa = "avx512";
+    if (change == 3) other.kilnVersion = "9.9";
+    EXPECT_FALSE(profileMatches(p, other)) << "change " << change;
+  }
+  MachineProfile oldFormat = p;
+  oldFormat.format = kProfileFormat - 1;
+  EXPECT_FALSE(profileMatches(oldFormat, id));
+}
+
+TEST(MachineProfile, AValidCacheIsReadNotMeasured) {
+  fs::path dir = scratchDir("cache");
+  MachineProfile p = fakeMachine(true);
+  p.cpu.identity = hostIdentity();  // this machine's: the cache is valid here
+  writeFileAtomically((dir / "machine.json").string(), profileToJson(p));
+  ProfileOptions o;
+  o.path = (dir / "machine.json").string();
+  o.measureGpus = false;
+  std::vector<std::string> said;
+  o.progress = [&](const std::string& s) { said.push_back(s); };
+  MachineProfile got = machineProfile(o);
+  EXPECT_TRUE(said.empty()) << said.front();  // nothing measured
+  EXPECT_EQ(profileToJson(got), profileToJson(p));
+  fs::remove_all(dir);
+}
+
+TEST(MachineProfile, DefaultPathFollowsTheCacheDirectory) {
+  const char* old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("KILN_CACHE_DIR", "/tmp/kiln-cache-test", 1);
+  EXPECT_EQ(defaultProfilePath(), "/tmp/kiln-cache-test/machine.json");
+  ::unsetenv("KILN_CACHE_DIR");
+  EXPECT_THAT(defaultProfilePath(), HasSubstr(".cache/kiln/machine.json"));
+  if (old) ::setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+}
+
+TEST(MachineProfile, GpuProfileFromAFile) {
+  fs::path dir = scratchDir("gpu");
+  const std::string machine = (dir / "machine.json").string(), one = (dir / "gpu.json").string(),
+                    none = (dir / "cpu-only.json").string();
+  writeFileAtomically(machine, profileToJson(fakeMachine(true)));
+  writeFileAtomically(one, gpuProfileToJson(fakeGpu()));
+  writeFileAtomically(none, profileToJson(fakeMachine(false)));
+  EXPECT_EQ(gpuProfileFromFile(machine).name, "Fake H100");
+  EXPECT_DOUBLE_EQ(gpuProfileFromFile(one).peakBf16, 700000);
+  EXPECT_THAT([&] { gpuProfileFromFile(none); }, ::testing::ThrowsMessage<Error>(HasSubstr("has no GPU")));
+  fs::remove_all(dir);
+}
+
+// ---- the cost model ------------------------------------------------------------------------------
+
+TEST(CostModel, APureBandwidthKernelTakesBytesOverBandwidth) {
+  // 4 Mi elements: 48 MiB of compulsory traffic, one add per element.
+  auto ks = kernelsOf("graph @g {\n  input %a : f32[4194304]\n  input %b : f32[4194304]\n"
+                      "  %0 = add(%a, %b) : f32[4194304]\n  output %c = %0\n}\n");
+  ASSERT_EQ(ks.size(), 1u);
+  const CpuProfile cpu = fakeCpu();
+  CpuEstimate e = predictCpu(ks[0], cpu);
+  const double bytes = 3.0 * 4 * 4194304;
+  EXPECT_EQ(e.threads, 2);
+  EXPECT_EQ(e.bound, Bound::Memory);
+  EXPECT_NEAR(e.memoryMicros, bytes / (cpu.bandwidth(static_cast<int64_t>(bytes), 2) * 1e3), 1e-6);
+  EXPECT_NEAR(e.micros, e.memoryMicros + cpu.kernelCallMicros + cpu.dispatchMicros, 1e-6);
+
+  GpuEstimate g = predictGpu(ks[0], fakeGpu(), 1);
+  EXPECT_EQ(g.bound, Bound::Memory);
+  EXPECT_NEAR(g.memoryMicros, bytes / 3000e3, 1e-9);
+}
+
+TEST(CostModel, ASmallKernelStaysOnOneThreadAndIsCallBound) {
+  auto ks = kernelsOf("graph @g {\n  input %a : f32[8]\n  %0 = relu(%a) : f32[8]\n  output %c = %0\n}\n");
+  ASSERT_EQ(ks.size(), 1u);
+  CpuEstimate e = predictCpu(ks[0], fakeCpu());
+  EXPECT_EQ(e.threads, 1);
+  EXPECT_EQ(e.bound, Bound::Launch);
+  GpuEstimate g = predictGpu(ks[0], fakeGpu(), 1);
+  EXPECT_EQ(g.bound, Bound::Launch);
+  EXPECT_DOUBLE_EQ(g.launchMicros, 1.5);  // a graph node
+  EXPECT_DOUBLE_EQ(predictGpu(ks[0], fakeGpu(), 1, {.cudaGraphs = false}).launchMicros, 4);
+}
+
+TEST(CostModel, ABigGemmIsComputeBound) {
+  auto ks = kernelsOf("graph @g {\n  input %a : f32[1024,1024]\n  input %b : f32[1024,1024]\n"
+                      "  %0 = matmul(%a, %b) : f32[1024,1024]\n  output %c = %0\n}\n");
+  ASSERT_EQ(ks.size(), 1u);
+  const CpuProfile cpu = fakeCpu();
+  CpuEstimate e = predictCpu(ks[0], cpu);
+  EXPECT_EQ(e.bound, Bound::Compute);
+  EXPECT_EQ(e.threads, 2);
+  // The model is fitted to the profile's probes: the measured 1024³ itself comes back closely.
+  EXPECT_NEAR(e.computeMicros, 12974, 0.15 * 12974);
+  EXPECT_THAT(cpuModelText(cpu), HasSubstr("1024x1024x1024"));
+  GpuEstimate g = predictGpu(ks[0], fakeGpu(), 1);
+  EXPECT_EQ(g.bound, Bound::Compute);
+  EXPECT_LT(g.micros, e.micros);
+}
+
+TEST(CostModel, LowPrecisionContractionsUseTheirPeak) {
+  auto ks = kernelsOf("graph @g {\n  input %a : bf16[2048,2048]\n  input %b : bf16[2048,2048]\n"
+                      "  %0 = matmul(%a, %b) : bf16[2048,2048]\n  output %c = %0\n}\n");
+  auto ks32 = kernelsOf("graph @g {\n  input %a : f32[2048,2048]\n  input %b : f32[2048,2048]\n"
+                        "  %0 = matmul(%a, %b) : f32[2048,2048]\n  output %c = %0\n}\n");
+  const GpuProfile gpu = fakeGpu();
+  EXPECT_NEAR(predictGpu(ks32[0], gpu, 1).computeMicros / predictGpu(ks[0], gpu, 1).computeMicros,
+              gpu.peakBf16 / gpu.peakF32, 0.5);
+}
+
+TEST(CostModel, ATinyModelOnAGpuIsLaunchAndTransferBound) {
+  ir::Graph g = buildZooModel("tiny_mlp", {.batch = 1});
+  passes::compileGraph(g);
+  const CpuProfile cpu = fakeCpu();
+  const GpuProfile gpu = fakeGpu();
+  ProgramCost c = predictProgram(g, cpu, &gpu);
+  ASSERT_TRUE(c.hasGpu);
+  for (const KernelCost& k : c.kernels) {
+    ASSERT_TRUE(k.gpu);
+    EXPECT_EQ(k.gpu->bound, Bound::Launch) << k.name;
+  }
+  EXPECT_GT(c.gpuTransferMicros + c.gpuLaunchMicros, 0.5 * c.gpuStepMicros);
+  Verdict v = verdict(c, cpu);
+  EXPECT_EQ(v.winner, Verdict::Winner::Cpu);
+  EXPECT_THAT(v.line, HasSubstr("CPU: "));
+  EXPECT_THAT(v.line, HasSubstr("kernel launches"));
+  EXPECT_THAT(v.line, HasSubstr("outweigh"));
+}
+
+TEST(CostModel, ABigModelAtALargeBatchFavoursTheGpu) {
+  ir::Graph g = buildZooModel("simplenet", {.batch = 4096, .withLoss = false});
+  passes::compileGraph(g);
+  const CpuProfile cpu = fakeCpu();
+  const GpuProfile gpu = fakeGpu();
+  ProgramCost c = predictProgram(g, cpu, &gpu);
+  Verdict v = verdict(c, cpu);
+  EXPECT_EQ(v.winner, Verdict::Winner::Gpu) << v.line;
+  EXPECT_THAT(v.line, HasSubstr("GPU: "));
+}
+
+TEST(CostModel, WithoutAGpuTheVerdictSaysSo) {
+  ir::Graph g = buildZooModel("mnist_mlp", {.batch = 8});
+  passes::compileGraph(g);
+  const CpuProfile cpu = fakeCpu();
+  ProgramCost c = predictProgram(g, cpu, nullptr);
+  EXPECT_FALSE(c.hasGpu);
+  for (const KernelCost& k : c.kernels) EXPECT_FALSE(k.gpu);
+  Verdict v = verdict(c, cpu);
+  EXPECT_EQ(v.winner, Verdict::Winner::CpuOnly);
+  EXPECT_THAT(v.line, HasSubstr("no GPU profile"));
+  EXPECT_NEAR(c.cpuStepMicros, c.cpuKernelMicros + c.cpuRunMicros, 1e-9);
+}
+
+TEST(CostModel, TextUnits) {
+  EXPECT_EQ(flopText(2e5), "200.0 kFLOP");
+  EXPECT_EQ(flopText(8.1e9), "8.1 GFLOP");
+  EXPECT_EQ(byteText(4e5), "400.0 kB");
+  EXPECT_EQ(timeText(4100), "4.10 ms");
+}
+
+// ---- kiln explain --------------------------------------------------------------------------------
+
+TEST(Explain, EveryZooModelInferenceAndTraining) {
+  const CpuProfile cpu = fakeCpu();
+  const GpuProfile gpu = fakeGpu();
+  for (const std::string& model : zooModelNames()) {
+    for (bool train : {false, true}) {
+      ExplainOptions o;
+      o.model = model;
+      o.batch = 4;
+      o.train = train;
+      o.optimizer = "adam";
+      ExplainReport r = explain(o, cpu, &gpu);
+      SCOPED_TRACE(r.title);
+      ASSERT_FALSE(r.cost.kernels.empty());
+      EXPECT_GT(r.cost.cpuStepMicros, 0);
+      EXPECT_GT(r.cost.gpuStepMicros, 0);
+      const std::string text = explainText(r);
+      EXPECT_THAT(text, HasSubstr(model));
+      EXPECT_THAT(text, HasSubstr("verdict: "));
+      EXPECT_THAT(text, HasSubstr(r.cost.kernels.front().name));
+      EXPECT_THAT(explainText(explain(o, cpu, nullptr, "no GPU here")), HasSubstr("gpu: no GPU here"));
+    }
+  }
+}
+
+TEST(Explain, MeasuresKernelsOnTheCpu) {
+  ExplainOptions o;
+  o.model = "tiny_mlp";
+  o.batch = 2;
+  o.measure = true;
+  o.measureSeconds = 0.001;
+  ExplainReport r = explain(o, fakeCpu(), nullptr);
+  ASSERT_TRUE(r.measured);
+  EXPECT_EQ(r.measured->kernelMicros.size(), r.cost.kernels.size());
+  EXPECT_GE(r.measured->runs, 9);
+  EXPECT_THAT(explainText(r), HasSubstr("meas µs"));
+}
+
+TEST(Explain, PrecisionAndErrors) {
+  ExplainOptions o;
+  o.model = "mnist_mlp";
+  o.precision = "bf16";
+  EXPECT_THAT(explainGraph(o).title, HasSubstr("bf16"));
+  o.model = "no_such_model";
+  EXPECT_THROW(explainGraph(o), Error);
+}
+
+}  // namespace
+}  // namespace kiln::cost
