@@ -150,7 +150,7 @@ double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const
   for (int64_t start = 0; start < data.size();) {
     int64_t n = std::min(batch, data.size() - start);
     std::unique_ptr<engine::Executor>& exec = executors[n];
-    if (!exec) exec = engine::Executor::create(model.inferenceForBatch(n), {.target = target});
+    if (!exec) exec = engine::Executor::create(model.inferenceForBatch(n), executorOptions(target, "", false));
     exec->setParams(trained);
     std::vector<int64_t> rows(n);
     std::iota(rows.begin(), rows.end(), start);
