@@ -144,11 +144,7 @@ ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options)
   const auto start = Clock::now();
   ExportResult result;
 
-  ir::Graph compiled = graph.clone();
-  passes::PassContext ctx;
-  ctx.precision = options.precision;
-  ctx.dumpDir = options.dumpDir;
-  passes::compileGraph(compiled, ctx);
+  const ir::Graph compiled = passes::compiledCopy(graph, options.precision, options.dumpDir);
 
   ProgramDescription d;
   d.name = name;

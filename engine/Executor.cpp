@@ -72,11 +72,7 @@ class CompiledExecutor final : public Executor {
  public:
   CompiledExecutor(const ir::Graph& g, const ExecutorOptions& options) {
     auto t0 = std::chrono::steady_clock::now();
-    ir::Graph compiled = g.clone();
-    passes::PassContext ctx;
-    ctx.dumpDir = options.dumpDir;
-    ctx.precision = options.precision;
-    passes::compileGraph(compiled, ctx);
+    const ir::Graph compiled = passes::compiledCopy(g, options.precision, options.dumpDir);
     ProgramOptions po;
     po.dumpDir = options.dumpDir;
     if constexpr (requires { po.profile; }) po.profile = options.profile;
@@ -212,10 +208,7 @@ std::unique_ptr<Executor> createAuto(const ir::Graph& graph, const ExecutorOptio
   cost::ProfileOptions po;
   po.progress = options.log;
   const cost::MachineProfile mp = cost::machineProfile(po);
-  ir::Graph compiled = graph.clone();
-  passes::PassContext ctx;
-  ctx.precision = options.precision;
-  passes::compileGraph(compiled, ctx);
+  const ir::Graph compiled = passes::compiledCopy(graph, options.precision);
   const cost::GpuProfile* gpu = mp.gpus.empty() ? nullptr : &mp.gpus.front();
   const cost::ProgramCost predicted = cost::predictProgram(compiled, mp.cpu, gpu);
   return std::make_unique<AutoExecutor>(graph, options, predicted, gpu != nullptr);

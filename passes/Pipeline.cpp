@@ -11,6 +11,15 @@ std::vector<std::string> defaultPipeline() { return {"decompose", "canonicalize"
 
 void compileGraph(ir::Graph& g, const PassContext& ctx) { runPipeline(g, defaultPipeline(), ctx); }
 
+ir::Graph compiledCopy(const ir::Graph& g, Precision precision, const std::string& dumpDir) {
+  ir::Graph compiled = g.clone();
+  PassContext ctx;
+  ctx.precision = precision;
+  ctx.dumpDir = dumpDir;
+  compileGraph(compiled, ctx);
+  return compiled;
+}
+
 GraphSummary summarize(const ir::Graph& g) {
   GraphSummary s;
   s.nodes = static_cast<int64_t>(g.nodes().size());

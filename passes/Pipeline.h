@@ -16,6 +16,8 @@ std::vector<std::string> defaultPipeline();
 
 /// Runs defaultPipeline() on `g` (dumping through ctx as runPipeline does).
 void compileGraph(ir::Graph& g, const PassContext& ctx = {});
+/// A compiled copy of `g`: the default pipeline under `precision`, dumped to `dumpDir` when set.
+ir::Graph compiledCopy(const ir::Graph& g, Precision precision = Precision::F32, const std::string& dumpDir = {});
 
 /// Figures of a graph as its kernels would run it (kernels::lowerGraph) and its memory plan.
 struct GraphSummary {

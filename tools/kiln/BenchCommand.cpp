@@ -182,10 +182,9 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
     std::printf("kiln bench %s — %s\n", what.c_str(), mp.cpu.identity.model.c_str());
     for (int64_t batch : batches) {
       const ir::Graph g = graphFor(*o, batch);
-      ir::Graph compiled = g.clone();
-      passes::PassContext pc;
-      pc.precision = o->train ? passes::Precision::F32 : precision;  // a training step has its precision
-      passes::compileGraph(compiled, pc);
+      // A training step carries its precision already; amp at f32 leaves it alone.
+      const passes::Precision pipelinePrecision = o->train ? passes::Precision::F32 : precision;
+      const ir::Graph compiled = passes::compiledCopy(g, pipelinePrecision);
       const cost::ProgramCost predicted = cost::predictProgram(compiled, mp.cpu, gpu);
       const interp::TensorMap in = interp::sampleInputs(g);
       for (const std::string& target : targets) {
@@ -196,14 +195,14 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
         try {
           engine::ExecutorOptions eo;
           eo.target = engine::parseTarget(target);
-          eo.precision = pc.precision;
+          eo.precision = pipelinePrecision;
           eo.profile = o->profile;
           std::unique_ptr<engine::Executor> exec = engine::Executor::create(g, eo);
           p.compileMs = exec->compileMs();
           std::tie(p.ms, p.runs) = timeSteps(*exec, in, o->seconds);
           if (o->profile && target == "cpu")
             std::printf("\nbatch %lld on the cpu, per kernel:\n%s", static_cast<long long>(batch),
-                        profileTable(g, pc.precision, exec->kernelProfile()).c_str());
+                        profileTable(g, pipelinePrecision, exec->kernelProfile()).c_str());
         } catch (const Error& e) {
           if (target == "cpu") throw;
           // No device (or it does not fit): keep the prediction, say why once.
