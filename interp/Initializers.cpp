@@ -11,17 +11,33 @@ rt::HostTensor initialize(const ir::Param& param) {
   const ir::TensorType& type = param.value->type;
   const ir::Initializer& init = param.init;
   rt::HostTensor t(type.dtype, type.shape);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    auto index = static_cast<uint64_t>(i);
-    double v = 0;
+  auto fill = [&](auto&& store) {
+    const int64_t n = t.numel();
     switch (init.kind) {
-      case ir::Initializer::Kind::Zeros: v = 0; break;
-      case ir::Initializer::Kind::Ones: v = 1; break;
-      case ir::Initializer::Kind::Constant: v = init.a; break;
-      case ir::Initializer::Kind::Uniform: v = init.a + (init.b - init.a) * philoxUniform(init.seed, 0, index); break;
-      case ir::Initializer::Kind::Normal: v = init.a + init.b * philoxNormal(init.seed, 0, index); break;
+      case ir::Initializer::Kind::Zeros:
+        for (int64_t i = 0; i < n; ++i) store(i, 0.0);
+        break;
+      case ir::Initializer::Kind::Ones:
+        for (int64_t i = 0; i < n; ++i) store(i, 1.0);
+        break;
+      case ir::Initializer::Kind::Constant:
+        for (int64_t i = 0; i < n; ++i) store(i, init.a);
+        break;
+      case ir::Initializer::Kind::Uniform:
+        for (int64_t i = 0; i < n; ++i)
+          store(i, init.a + (init.b - init.a) * philoxUniform(init.seed, 0, static_cast<uint64_t>(i)));
+        break;
+      case ir::Initializer::Kind::Normal:
+        for (int64_t i = 0; i < n; ++i) store(i, init.a + init.b * philoxNormal(init.seed, 0, static_cast<uint64_t>(i)));
+        break;
     }
-    t.set(i, v);
+  };
+  // f32 (nearly every parameter) is stored directly; the value is the same double rounded once.
+  if (type.dtype == DType::f32) {
+    float* out = static_cast<float*>(t.data());
+    fill([out](int64_t i, double v) { out[i] = static_cast<float>(v); });
+  } else {
+    fill([&t](int64_t i, double v) { t.set(i, v); });
   }
   return t;
 }

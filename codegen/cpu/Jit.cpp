@@ -1,9 +1,11 @@
 #include "codegen/cpu/Jit.h"
 
+#include "codegen/cpu/ModuleSplit.h"
 #include "support/Error.h"
 #include "support/File.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -15,6 +17,8 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CommandLine.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Support/xxhash.h>
@@ -24,13 +28,24 @@
 
 #include <chrono>
 #include <filesystem>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <optional>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 
 namespace kiln::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// The smallest part worth a thread of its own: below it, reading the bitcode and setting up the
+/// passes cost more than the thread saves.
+constexpr int64_t kMinPartInstructions = 200;
+/// Parts per thread: more parts balance the threads better, each costs a little.
+constexpr int kPartsPerThread = 4;
 
 double msSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -67,12 +82,25 @@ std::uint64_t bitcodeHash(const llvm::Module& m) {
   return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bitcode.data()), bitcode.size()));
 }
 
+/// Loop strength reduction is a quarter of the code generator's time on kiln's modules (its
+/// induction-variable analysis walks every address of the unrolled loops) and buys them nothing:
+/// the renderer writes loops with one induction variable and the addressing folded already
+/// (callgrind: the same instruction count per training step of every zoo model with and without
+/// it). LLVM offers it as a process-wide switch only, so every Jit of the process (and `kiln aot`'s
+/// objects) compiles without it.
+void disableLoopStrengthReduction() {
+  auto& options = llvm::cl::getRegisteredOptions();
+  if (auto it = options.find("disable-lsr"); it != options.end())
+    if (auto* flag = static_cast<llvm::cl::opt<bool>*>(it->second); flag->getNumOccurrences() == 0) flag->setValue(true);
+}
+
 void initializeLlvmTarget() {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    disableLoopStrengthReduction();
   });
 }
 
@@ -141,14 +169,23 @@ struct Jit::Impl {
   JitStats stats;
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
-  void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) const;
+  void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline, llvm::TargetMachine& machine) const;
+  void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) const { optimize(m, pipeline, *tm); }
   std::string emit(const llvm::Module& m, llvm::CodeGenFileType type) const;
+  std::string emitObject(llvm::Module& m, llvm::TargetMachine& machine) const;
   std::string assembly(const llvm::Module& m) const;
   /// verify + prepare; returns the module's name. Throws kiln::Error for an invalid module.
   std::string check(llvm::Module& m, const CompileOptions& options);
   void writeDumps(const std::string& before, const llvm::Module& optimized,
                   const CompileOptions& options) const;
-  std::shared_ptr<CompiledModule> link(std::unique_ptr<llvm::Module> m);
+  std::shared_ptr<CompiledModule> link(const std::string& name, const std::vector<std::string>& names,
+                                       const std::function<llvm::Error(llvm::orc::JITDylib&)>& add);
+  /// Target machines of the parallel code generation, one per thread, made on first use.
+  std::optional<llvm::orc::JITTargetMachineBuilder> builder;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> workerMachines;
+  int compileThreads = 1;
+  llvm::TargetMachine& worker(size_t i);
+  std::vector<std::string> compileParts(const std::vector<ModulePart>& parts, CompileOptions::Pipeline pipeline);
 };
 
 /// Gives the module the JIT's triple and data layout, and every defined function the preferred
@@ -168,7 +205,7 @@ void Jit::Impl::prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeli
   }
 }
 
-void Jit::Impl::optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) const {
+void Jit::Impl::optimize(llvm::Module& m, CompileOptions::Pipeline pipeline, llvm::TargetMachine& machine) const {
   // The analysis managers must be declared in this order (the proxies refer across them).
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -177,7 +214,7 @@ void Jit::Impl::optimize(llvm::Module& m, CompileOptions::Pipeline pipeline) con
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = true;
   tuning.SLPVectorization = true;
-  llvm::PassBuilder builder(tm.get(), tuning);
+  llvm::PassBuilder builder(&machine, tuning);
   builder.registerModuleAnalyses(mam);
   builder.registerCGSCCAnalyses(cgam);
   builder.registerFunctionAnalyses(fam);
@@ -209,6 +246,16 @@ std::string Jit::Impl::emit(const llvm::Module& m, llvm::CodeGenFileType type) c
   return std::string(text.str());
 }
 
+std::string Jit::Impl::emitObject(llvm::Module& m, llvm::TargetMachine& machine) const {
+  llvm::SmallString<0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager passes;
+  KILN_CHECK(!machine.addPassesToEmitFile(passes, os, nullptr, llvm::CodeGenFileType::ObjectFile),
+             "LLVM cannot emit an object file for target '{}'", triple);
+  passes.run(m);
+  return std::string(object.str());
+}
+
 std::string Jit::Impl::assembly(const llvm::Module& m) const { return emit(m, llvm::CodeGenFileType::AssemblyFile); }
 
 /// Writes STEM.ll (`before`: the input with target attributes), STEM.opt.ll and STEM.s (from `optimized`).
@@ -223,18 +270,23 @@ void Jit::Impl::writeDumps(const std::string& before, const llvm::Module& optimi
   writeFileAtomically(stem + ".s", assembly(optimized));
 }
 
-/// Adds the optimized module to a JITDylib of its own (so modules may reuse function names) and
-/// materializes every symbol now, so code generation counts in the compile time and its errors
-/// surface here rather than at the first call.
-std::shared_ptr<CompiledModule> Jit::Impl::link(std::unique_ptr<llvm::Module> m) {
-  sessionErrors.clear();
-  auto compiled = std::make_shared<CompiledModule>();
-  compiled->name_ = m->getModuleIdentifier();
+/// The names a compiled module exposes: its defined, non-local, non-intrinsic globals.
+static std::vector<std::string> exportedNames(const llvm::Module& m) {
   std::vector<std::string> names;
-  for (const llvm::GlobalValue& gv : m->global_values())
+  for (const llvm::GlobalValue& gv : m.global_values())
     if (!gv.isDeclaration() && !gv.hasLocalLinkage() && !gv.getName().starts_with("llvm."))
       names.push_back(gv.getName().str());
+  return names;
+}
 
+/// Adds code (`add`: the optimized module, or the objects of its parts) to a JITDylib of its own
+/// (so modules may reuse function names) and materializes every symbol in `names` now, so code
+/// generation counts in the compile time and its errors surface here rather than at the first call.
+std::shared_ptr<CompiledModule> Jit::Impl::link(const std::string& name, const std::vector<std::string>& names,
+                                                const std::function<llvm::Error(llvm::orc::JITDylib&)>& add) {
+  sessionErrors.clear();
+  auto compiled = std::make_shared<CompiledModule>();
+  compiled->name_ = name;
   const std::string dylibName = fmt::format("{}#{}", compiled->name_, dylibCount++);
   llvm::orc::JITDylib& dylib = unwrap(lljit->createJITDylib(dylibName), "cannot create JITDylib");
   llvm::orc::JITDylibSearchOrder order{{&lljit->getMainJITDylib(),
@@ -249,14 +301,52 @@ std::shared_ptr<CompiledModule> Jit::Impl::link(std::unique_ptr<llvm::Module> m)
     llvm::consumeError(lljit->getExecutionSession().removeJITDylib(dylib));
     KILN_THROW("cannot compile module '{}': {}", compiled->name_, why);
   };
-  if (auto err = lljit->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(m), context)))
-    fail(std::move(err));
-  for (const std::string& name : names) {
-    auto addr = lljit->lookup(dylib, name);
+  if (auto err = add(dylib)) fail(std::move(err));
+  for (const std::string& symbol : names) {
+    auto addr = lljit->lookup(dylib, symbol);
     if (!addr) fail(addr.takeError());
-    else compiled->addresses_[name] = addr->toPtr<void*>();
+    else compiled->addresses_[symbol] = addr->toPtr<void*>();
   }
   return compiled;
+}
+
+llvm::TargetMachine& Jit::Impl::worker(size_t i) {
+  while (workerMachines.size() <= i)
+    workerMachines.push_back(unwrap(builder->createTargetMachine(), "cannot create the LLVM target machine"));
+  return *workerMachines[i];
+}
+
+/// Optimizes and generates the parts on up to compileThreads threads (this one among them), each
+/// part in an LLVMContext of its own; the parts come largest first and each thread takes the next
+/// one when it is done, which evens out what their sizes do not predict. Returns the object files
+/// in part order; rethrows the first failure.
+std::vector<std::string> Jit::Impl::compileParts(const std::vector<ModulePart>& parts,
+                                                  CompileOptions::Pipeline pipeline) {
+  const size_t threadCount = std::min(parts.size(), static_cast<size_t>(compileThreads));
+  for (size_t t = 0; t < threadCount; ++t) worker(t);  // made here: making them is not thread-safe
+  std::vector<std::string> objects(parts.size());
+  std::vector<std::exception_ptr> errors(parts.size());
+  std::atomic<size_t> next{0};
+  auto work = [&](size_t t) {
+    for (size_t i = next++; i < parts.size(); i = next++) {
+      try {
+        llvm::LLVMContext ctx;
+        llvm::MemoryBufferRef buffer(parts[i].bitcode, fmt::format("part{}", i));
+        std::unique_ptr<llvm::Module> m = unwrap(llvm::parseBitcodeFile(buffer, ctx), "cannot read a module part");
+        optimize(*m, pipeline, *workerMachines[t]);
+        objects[i] = emitObject(*m, *workerMachines[t]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < threadCount; ++t) threads.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return objects;
 }
 
 Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -267,6 +357,9 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
   I.cpu = jtmb.getCPU();
   I.features = jtmb.getFeatures().getString();
   I.tm = unwrap(jtmb.createTargetMachine(), "cannot create the LLVM target machine");
+  I.builder = jtmb;
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  I.compileThreads = options.compileThreads > 0 ? options.compileThreads : static_cast<int>(std::min(hardware, 8u));
   I.defaultWidth = hasFeature("avx512f") ? 512 : 256;
   I.lljit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                    "cannot create the LLVM JIT");
@@ -304,14 +397,36 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
     return hit->second;
   }
 
-  I.optimize(*module, options.pipeline);
+  const std::string name = module->getModuleIdentifier();
+  const std::vector<std::string> names = exportedNames(*module);
+  // Dumps show the whole optimized module, so a dumping compile does not split it (the code of
+  // each function is the same either way).
+  std::vector<ModulePart> parts;
+  if (!dump && I.compileThreads > 1) parts = splitModule(*module, I.compileThreads * kPartsPerThread, kMinPartInstructions);
   double dumpMs = 0;
-  if (dump) {
-    const auto dumpStart = Clock::now();
-    I.writeDumps(before, *module, options);
-    dumpMs = msSince(dumpStart);
+  std::shared_ptr<CompiledModule> compiled;
+  if (parts.empty()) {
+    I.optimize(*module, options.pipeline);
+    if (dump) {
+      const auto dumpStart = Clock::now();
+      I.writeDumps(before, *module, options);
+      dumpMs = msSince(dumpStart);
+    }
+    compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) {
+      return I.lljit->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(module), I.context));
+    });
+  } else {
+    module.reset();
+    std::vector<std::string> objects = I.compileParts(parts, options.pipeline);
+    compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) -> llvm::Error {
+      for (size_t i = 0; i < objects.size(); ++i)
+        if (auto err = I.lljit->addObjectFile(
+                dylib, llvm::MemoryBuffer::getMemBufferCopy(objects[i], fmt::format("{}.part{}", name, i))))
+          return err;
+      return llvm::Error::success();
+    });
+    compiled->parts_ = static_cast<int>(parts.size());
   }
-  std::shared_ptr<CompiledModule> compiled = I.link(std::move(module));
   compiled->hash_ = hash;
   compiled->compileMs_ = msSince(start) - dumpMs;
   ++I.stats.compiles;

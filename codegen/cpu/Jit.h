@@ -32,6 +32,9 @@ struct JitOptions {
   std::string cpu;
   /// Extra LLVM feature string ("+avx2,-avx512f") applied on top of the CPU's features.
   std::string features;
+  /// Threads that generate the code of one large module in parallel (it is split into parts of
+  /// similar size; see ModuleSplit.h). 0: the hardware's threads, at most 8.
+  int compileThreads = 0;
 };
 
 /// Per-module choices.
@@ -73,12 +76,15 @@ class CompiledModule {
   double compileMs() const { return compileMs_; }
   /// Defined symbol names in sorted order.
   std::vector<std::string> symbols() const;
+  /// The parts it was compiled in parallel as (1: compiled whole).
+  int parts() const { return parts_; }
 
  private:
   friend class Jit;
   std::string name_;
   std::uint64_t hash_ = 0;
   double compileMs_ = 0;
+  int parts_ = 1;
   std::map<std::string, void*, std::less<>> addresses_;
 };
 

@@ -250,6 +250,7 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.module = jit.compile(std::move(r.module), compileOptions(options.dumpDir));
   I.stats.cacheHit = jit.stats().cacheHits > before.cacheHits;
   I.stats.compileMs = I.stats.cacheHit ? 0 : I.module->compileMs();
+  I.stats.compileParts = I.module->parts();
   if (!options.dumpDir.empty()) writeKernelDumps(options.dumpDir);
   for (const auto& k : I.layout.kernels) I.functions.push_back(I.module->fn<void(void**, void*)>(k.name));
 

@@ -46,7 +46,8 @@ struct ProgramStats {
   int kernels = 0;
   double lowerMs = 0;     // kernel descriptions
   double renderMs = 0;    // LLVM IR
-  double compileMs = 0;   // the Jit: verify, O3, code generation, link (0 on a cache hit)
+  double compileMs = 0;   // the Jit: verify, optimize, code generation, link (0 on a cache hit)
+  int compileParts = 1;   // the parts the module was compiled as in parallel (Jit, ModuleSplit.h)
   bool cacheHit = false;
   int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0;
 };

@@ -7,6 +7,7 @@
 // bool and movement results agree exactly.
 #include "RandomGraphs.h"
 
+#include "codegen/cpu/Jit.h"
 #include "codegen/cpu/Program.h"
 #include "frontend/Zoo.h"
 #include "interp/Interpreter.h"
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 using namespace kiln;
 
@@ -318,4 +320,38 @@ TEST(CpuBackend, ZooTrainingSteps) {
         for (auto& [key, t] : updated) params.insert_or_assign(key, t);
       }
     }
+}
+
+// A large module is split and its parts compiled on threads of their own (codegen/cpu/ModuleSplit.h);
+// the code of every function must be what compiling the module whole gives: same results, bit for bit.
+TEST(CpuBackend, ParallelCompileEqualsWholeCompile) {
+  cpu::JitOptions whole, split;
+  whole.compileThreads = 1;
+  split.compileThreads = 4;
+  cpu::Jit wholeJit(whole), splitJit(split);
+  for (const char* name : {"mnist_mlp", "cnn", "transformer"}) {
+    ZooOptions o;
+    o.batch = 3;
+    ir::Graph g = buildZooModel(name, o);
+    passes::TrainingStepOptions to;
+    to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+    passes::buildTrainingStep(g, to);
+    passes::compileGraph(g);
+    interp::TensorMap in = modelInputs(g);
+    cpu::ProgramOptions po;
+    po.pool = &pool(2);
+    po.jit = &wholeJit;
+    std::unique_ptr<cpu::Program> a = cpu::Program::compile(g, po);
+    po.jit = &splitJit;
+    std::unique_ptr<cpu::Program> b = cpu::Program::compile(g, po);
+    EXPECT_EQ(a->stats().compileParts, 1) << name;
+    EXPECT_GT(b->stats().compileParts, 1) << name;
+    for (int step = 0; step < 2; ++step) {
+      interp::TensorMap wa = a->run(in), wb = b->run(in);
+      for (const auto& [key, t] : wa)
+        EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << name << " step " << step << " " << key;
+    }
+    interp::TensorMap pa = a->params(), pb = b->params();
+    for (const auto& [key, t] : pa) EXPECT_EQ(std::memcmp(t.data(), pb.at(key).data(), t.bytes()), 0) << name << " " << key;
+  }
 }
