@@ -75,10 +75,15 @@ std::string printModule(const llvm::Module& m) {
   return text;
 }
 
-std::uint64_t bitcodeHash(const llvm::Module& m) {
-  llvm::SmallVector<char, 0> bitcode;
-  llvm::raw_svector_ostream os(bitcode);
+/// The module's bitcode: hashed for the cache key, and what the parts of a split compile read.
+std::string bitcodeOf(const llvm::Module& m) {
+  std::string bitcode;
+  llvm::raw_string_ostream os(bitcode);
   llvm::WriteBitcodeToFile(m, os);
+  return bitcode;
+}
+
+std::uint64_t hashOf(const std::string& bitcode) {
   return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bitcode.data()), bitcode.size()));
 }
 
@@ -185,7 +190,8 @@ struct Jit::Impl {
   std::vector<std::unique_ptr<llvm::TargetMachine>> workerMachines;
   int compileThreads = 1;
   llvm::TargetMachine& worker(size_t i);
-  std::vector<std::string> compileParts(const std::vector<ModulePart>& parts, CompileOptions::Pipeline pipeline);
+  std::vector<std::string> compileParts(const std::string& name, const std::string& bitcode, const SplitPlan& plan,
+                                        CompileOptions::Pipeline pipeline);
 };
 
 /// Gives the module the JIT's triple and data layout, and every defined function the preferred
@@ -320,19 +326,19 @@ llvm::TargetMachine& Jit::Impl::worker(size_t i) {
 /// part in an LLVMContext of its own; the parts come largest first and each thread takes the next
 /// one when it is done, which evens out what their sizes do not predict. Returns the object files
 /// in part order; rethrows the first failure.
-std::vector<std::string> Jit::Impl::compileParts(const std::vector<ModulePart>& parts,
-                                                  CompileOptions::Pipeline pipeline) {
-  const size_t threadCount = std::min(parts.size(), static_cast<size_t>(compileThreads));
+std::vector<std::string> Jit::Impl::compileParts(const std::string& name, const std::string& bitcode,
+                                                  const SplitPlan& plan, CompileOptions::Pipeline pipeline) {
+  const size_t parts = plan.instructions.size();
+  const size_t threadCount = std::min(parts, static_cast<size_t>(compileThreads));
   for (size_t t = 0; t < threadCount; ++t) worker(t);  // made here: making them is not thread-safe
-  std::vector<std::string> objects(parts.size());
-  std::vector<std::exception_ptr> errors(parts.size());
+  std::vector<std::string> objects(parts);
+  std::vector<std::exception_ptr> errors(parts);
   std::atomic<size_t> next{0};
   auto work = [&](size_t t) {
-    for (size_t i = next++; i < parts.size(); i = next++) {
+    for (size_t i = next++; i < parts; i = next++) {
       try {
         llvm::LLVMContext ctx;
-        llvm::MemoryBufferRef buffer(parts[i].bitcode, fmt::format("part{}", i));
-        std::unique_ptr<llvm::Module> m = unwrap(llvm::parseBitcodeFile(buffer, ctx), "cannot read a module part");
+        std::unique_ptr<llvm::Module> m = loadPart(llvm::MemoryBufferRef(bitcode, name), plan, static_cast<int>(i), ctx);
         optimize(*m, pipeline, *workerMachines[t]);
         objects[i] = emitObject(*m, *workerMachines[t]);
       } catch (...) {
@@ -385,7 +391,8 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   const auto start = Clock::now();
   I.check(*module, options);
   // The key hashes the bitcode (a sixth of the time the IR text takes); the text is for dumps.
-  const std::uint64_t hash = bitcodeHash(*module) ^ static_cast<std::uint64_t>(options.pipeline);
+  const std::string bitcode = bitcodeOf(*module);
+  const std::uint64_t hash = hashOf(bitcode) ^ static_cast<std::uint64_t>(options.pipeline);
   const std::string before = dump ? printModule(*module) : std::string();
 
   if (auto hit = I.cache.find(hash); hit != I.cache.end()) {
@@ -401,11 +408,11 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   const std::vector<std::string> names = exportedNames(*module);
   // Dumps show the whole optimized module, so a dumping compile does not split it (the code of
   // each function is the same either way).
-  std::vector<ModulePart> parts;
-  if (!dump && I.compileThreads > 1) parts = splitModule(*module, I.compileThreads * kPartsPerThread, kMinPartInstructions);
+  SplitPlan plan;
+  if (!dump && I.compileThreads > 1) plan = planSplit(*module, I.compileThreads * kPartsPerThread, kMinPartInstructions);
   double dumpMs = 0;
   std::shared_ptr<CompiledModule> compiled;
-  if (parts.empty()) {
+  if (plan.instructions.empty()) {
     I.optimize(*module, options.pipeline);
     if (dump) {
       const auto dumpStart = Clock::now();
@@ -417,7 +424,7 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
     });
   } else {
     module.reset();
-    std::vector<std::string> objects = I.compileParts(parts, options.pipeline);
+    std::vector<std::string> objects = I.compileParts(name, bitcode, plan, options.pipeline);
     compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) -> llvm::Error {
       for (size_t i = 0; i < objects.size(); ++i)
         if (auto err = I.lljit->addObjectFile(
@@ -425,7 +432,7 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
           return err;
       return llvm::Error::success();
     });
-    compiled->parts_ = static_cast<int>(parts.size());
+    compiled->parts_ = static_cast<int>(objects.size());
   }
   compiled->hash_ = hash;
   compiled->compileMs_ = msSince(start) - dumpMs;

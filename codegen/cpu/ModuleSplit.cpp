@@ -1,15 +1,15 @@
 #include "codegen/cpu/ModuleSplit.h"
 
+#include "support/Error.h"
+
 #include <llvm/ADT/DenseMap.h>
-#include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Support/raw_ostream.h>
-#include <llvm/Transforms/Utils/Cloning.h>
-#include <llvm/Transforms/Utils/ValueMapper.h>
+#include <llvm/Support/MemoryBuffer.h>
 
 #include <algorithm>
 #include <numeric>
@@ -60,10 +60,11 @@ int64_t instructionCount(const llvm::Module& m) {
   return n;
 }
 
-std::vector<ModulePart> splitModule(llvm::Module& m, int maxParts, int64_t minInstructions) {
+SplitPlan planSplit(const llvm::Module& m, int maxParts, int64_t minInstructions) {
+  SplitPlan plan;
   const int64_t total = instructionCount(m);
   const int parts = static_cast<int>(std::clamp<int64_t>(total / std::max<int64_t>(minInstructions, 1), 1, maxParts));
-  if (parts <= 1) return {};
+  if (parts <= 1) return plan;
 
   // Every defined global joins the clusters of the globals that use it when it is local: a local
   // function must stay where it can be inlined, a local constant where it is read.
@@ -92,40 +93,58 @@ std::vector<ModulePart> splitModule(llvm::Module& m, int maxParts, int64_t minIn
   }
   std::vector<int> order(clusterSize.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return clusterSize[static_cast<size_t>(a)] > clusterSize[static_cast<size_t>(b)]; });
-  std::vector<ModulePart> out(static_cast<size_t>(parts));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return clusterSize[static_cast<size_t>(a)] > clusterSize[static_cast<size_t>(b)]; });
+  std::vector<int64_t> size(static_cast<size_t>(parts), 0);
   std::vector<int> partOfCluster(clusterSize.size(), -1);
   for (int c : order) {
     if (clusterSize[static_cast<size_t>(c)] == 0) continue;
-    auto smallest = std::min_element(out.begin(), out.end(),
-                                     [](const ModulePart& a, const ModulePart& b) { return a.instructions < b.instructions; });
-    smallest->instructions += clusterSize[static_cast<size_t>(c)];
-    partOfCluster[static_cast<size_t>(c)] = static_cast<int>(smallest - out.begin());
+    auto smallest = std::min_element(size.begin(), size.end());
+    *smallest += clusterSize[static_cast<size_t>(c)];
+    partOfCluster[static_cast<size_t>(c)] = static_cast<int>(smallest - size.begin());
   }
-  auto partOf = [&](const llvm::GlobalValue* gv) {
-    auto it = clusters.index.find(gv);
-    return it == clusters.index.end() ? -1 : partOfCluster[static_cast<size_t>(clusters.find(it->second))];
-  };
-
-  // Functions called across parts become symbols of the JITDylib, hidden from other dylibs.
-  for (const llvm::GlobalValue* gv : defined)
-    if (gv->hasLocalLinkage() && travels(*gv)) {
-      auto* g = const_cast<llvm::GlobalValue*>(gv);
-      g->setLinkage(llvm::GlobalValue::ExternalLinkage);
-      g->setVisibility(llvm::GlobalValue::HiddenVisibility);
-      g->setDSOLocal(true);
+  // Parts renumbered largest first (the threads take them in this order); empty ones dropped.
+  std::vector<int> bySize(static_cast<size_t>(parts));
+  std::iota(bySize.begin(), bySize.end(), 0);
+  std::stable_sort(bySize.begin(), bySize.end(), [&](int a, int b) { return size[static_cast<size_t>(a)] > size[static_cast<size_t>(b)]; });
+  std::vector<int> number(static_cast<size_t>(parts), -1);
+  for (int p : bySize)
+    if (size[static_cast<size_t>(p)] > 0) {
+      number[static_cast<size_t>(p)] = static_cast<int>(plan.instructions.size());
+      plan.instructions.push_back(size[static_cast<size_t>(p)]);
     }
-
-  for (int p = 0; p < parts; ++p) {
-    llvm::ValueToValueMapTy map;
-    std::unique_ptr<llvm::Module> part =
-        llvm::CloneModule(m, map, [&](const llvm::GlobalValue* gv) { return partOf(gv) == p; });
-    llvm::raw_string_ostream os(out[static_cast<size_t>(p)].bitcode);
-    llvm::WriteBitcodeToFile(*part, os);
+  if (plan.instructions.size() <= 1) return {};
+  for (const llvm::GlobalValue* gv : defined) {
+    const int cluster = clusters.find(clusters.index.at(gv));
+    plan.partOf.emplace(gv->getName().str(), number[static_cast<size_t>(partOfCluster[static_cast<size_t>(cluster)])]);
+    if (gv->hasLocalLinkage() && travels(*gv)) plan.shared.push_back(gv->getName().str());
   }
-  std::erase_if(out, [](const ModulePart& part) { return part.instructions == 0; });
-  std::stable_sort(out.begin(), out.end(), [](const ModulePart& a, const ModulePart& b) { return a.instructions > b.instructions; });
-  return out;
+  return plan;
+}
+
+std::unique_ptr<llvm::Module> loadPart(llvm::MemoryBufferRef bitcode, const SplitPlan& plan, int part,
+                                       llvm::LLVMContext& ctx) {
+  llvm::Expected<std::unique_ptr<llvm::Module>> loaded = llvm::getLazyBitcodeModule(bitcode, ctx);
+  if (!loaded) KILN_THROW("cannot read part {} of module '{}': {}", part, bitcode.getBufferIdentifier().str(), llvm::toString(loaded.takeError()));
+  std::unique_ptr<llvm::Module> m = std::move(*loaded);
+  for (const std::string& name : plan.shared)
+    if (llvm::GlobalValue* gv = m->getNamedValue(name)) {
+      gv->setLinkage(llvm::GlobalValue::ExternalLinkage);
+      gv->setVisibility(llvm::GlobalValue::HiddenVisibility);
+      gv->setDSOLocal(true);
+    }
+  // Other parts' definitions become declarations before their bodies are ever read.
+  for (llvm::Function& f : *m)
+    if (auto it = plan.partOf.find(f.getName().str()); it != plan.partOf.end() && it->second != part) f.deleteBody();
+  for (llvm::GlobalVariable& g : m->globals())
+    if (auto it = plan.partOf.find(g.getName().str()); it != plan.partOf.end() && it->second != part) {
+      g.setInitializer(nullptr);
+      g.setLinkage(llvm::GlobalValue::ExternalLinkage);
+      g.setComdat(nullptr);
+    }
+  if (llvm::Error err = m->materializeAll())
+    KILN_THROW("cannot read part {} of module '{}': {}", part, bitcode.getBufferIdentifier().str(), llvm::toString(std::move(err)));
+  return m;
 }
 
 }  // namespace kiln::cpu
