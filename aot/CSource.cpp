@@ -15,20 +15,18 @@ namespace {
 constexpr const char* kRuntimeHeader =
 #include "KilnAotHeader.inc"
     ;
-constexpr const char* kRuntimeSource =
-#include "KilnAotRuntime.inc"
+constexpr const char* kRuntimeCommon =
+#include "KilnAotCommon.inc"
     ;
-
-/// A C string literal for `s` (names are printable ASCII in practice; anything else is escaped).
-std::string literal(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += fmt::format("\\{}", static_cast<char>(c));
-    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\{:03o}", c);
-    else out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
+constexpr const char* kRuntimeSafetensors =
+#include "KilnAotSafetensors.inc"
+    ;
+constexpr const char* kRuntimeCpu =
+#include "KilnAotCpu.inc"
+    ;
+constexpr const char* kRuntimeCuda =
+#include "KilnAotCuda.inc"
+    ;
 
 std::string typeText(const ir::TensorType& t) { return t.str(); }
 
@@ -89,17 +87,6 @@ std::string tensorEntry(std::string& decls, const std::string& shapeName, const 
                      shape, t.numel(), t.numel() * dtypeSize(t.dtype));
 }
 
-std::string loc(const cpu::Location& at) {
-  const char* kind = "KILN_AOT_ARENA";
-  switch (at.kind) {
-    case cpu::Location::Kind::Input: kind = "KILN_AOT_INPUT"; break;
-    case cpu::Location::Kind::Param: kind = "KILN_AOT_PARAM"; break;
-    case cpu::Location::Kind::Arena: kind = "KILN_AOT_ARENA"; break;
-    case cpu::Location::Kind::Own: kind = "KILN_AOT_OWN"; break;
-  }
-  return fmt::format("{{{}, {}, {}}}", kind, at.index, at.offset);
-}
-
 bool isIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s)
@@ -108,6 +95,17 @@ bool isIdentifier(const std::string& s) {
 }
 
 }  // namespace
+
+/// A C string literal for `s` (names are printable ASCII in practice; anything else is escaped).
+std::string literal(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += fmt::format("\\{}", static_cast<char>(c));
+    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\{:03o}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
 
 std::string macroName(const std::string& name) {
   std::string out;
@@ -132,9 +130,10 @@ std::string generateHeader(const ProgramDescription& p) {
 
   std::string h;
   h += fmt::format("/* {n}.h — the C API of lib{n}.so, written by `kiln aot`.\n *\n", fmt::arg("n", n));
-  h += fmt::format(" * Program: {} ({}); {} kernels; {} parameters ({} bytes).\n",
+  const bool cuda = p.target == "cuda";
+  h += fmt::format(" * Program: {} ({}); {} kernels{}; {} parameters ({} bytes).\n",
                    p.training() ? "one training step: forward, backward and optimizer update" : "inference",
-                   p.source.empty() ? "@" + g.name() : p.source, p.layout->kernels.size(),
+                   p.source.empty() ? "@" + g.name() : p.source, p.kernelCount, cuda ? " for CUDA GPUs" : "",
                    g.params().size(), paramBytes);
   h += " * Inputs:  ";
   for (size_t i = 0; i < inNames.size(); ++i)
@@ -145,7 +144,7 @@ std::string generateHeader(const ProgramDescription& p) {
   h += fmt::format(R"c(
  * Weights: {weights}
  *
- * The library needs libc, libm and libpthread only; it runs on CPUs with {features}.
+ * {needs}
  * Every function returns {N}_OK or an error code; {n}_error_message() then says what and where.
  *
  * Example:
@@ -159,8 +158,12 @@ std::string generateHeader(const ProgramDescription& p) {
                    fmt::arg("weights", p.embeddedWeights ? "embedded (create with a NULL path), or loaded from a file"
                                                          : "loaded from a safetensors file at create (" + n +
                                                                ".safetensors holds the initial ones)"),
-                   fmt::arg("features", p.cpuFeatures.empty() ? std::string("x86-64")
-                                                              : fmt::format("{}", fmt::join(p.cpuFeatures, ", "))));
+                   fmt::arg("needs", cuda ? fmt::format("The library needs libc, libm, libpthread and libdl. It runs on NVIDIA GPUs through the\n"
+                                                        " * CUDA driver, libcuda.so.1, which {}_create opens (without a driver or a GPU it\n"
+                                                        " * fails with {}_E_CUDA).\n * Kernels: {}; no cuBLAS.", n, N, p.cudaCode)
+                                          : fmt::format("The library needs libc, libm and libpthread only; it runs on CPUs with {}.",
+                                                        p.cpuFeatures.empty() ? std::string("x86-64")
+                                                                              : fmt::format("{}", fmt::join(p.cpuFeatures, ", ")))));
   if (p.training())
     h += fmt::format(" *   float loss;\n *   {n}_train_step(ctx, batch, labels, 0.01f, &loss);   // the parameters update\n"
                      " *   {n}_save_weights(ctx, \"trained.safetensors\");\n",
@@ -173,9 +176,9 @@ std::string generateHeader(const ProgramDescription& p) {
   h += fmt::format(R"c( *   {n}_destroy(ctx);
  *
  * Thread safety: a context must not be used by two threads at the same time; different contexts
- * are independent (each owns its parameters, buffers and worker threads) and may run
+ * are independent (each owns its parameters, buffers and {owns}) and may run
  * concurrently. The info functions and {n}_error_message (per thread) may be called from any
- * thread at any time.
+ * thread at any time.{cudaThreads}
  *
  * Data layout: tensors are dense, row-major, little-endian; f16/bf16 are their 16-bit patterns,
  * bool one byte 0/1.
@@ -201,7 +204,9 @@ typedef enum {n}_status {{
   {N}_E_FORMAT = 3,   /* a weights file is malformed, lacks a parameter or has the wrong type */
   {N}_E_MEMORY = 4,   /* out of memory */
   {N}_E_CPU = 5,      /* this CPU lacks an instruction-set feature the kernels were built for */
-  {N}_E_STATE = 6     /* the call does not apply to this library (e.g. train_step of an inference one) */
+  {N}_E_STATE = 6,    /* the call does not apply to this library (e.g. train_step of an inference one) */
+  {N}_E_CUDA = 7      /* CUDA libraries: no usable CUDA driver or GPU, or a driver call failed (the
+                         message names the call and its CUresult) */
 }} {n}_status;
 
 typedef enum {n}_dtype {{
@@ -225,7 +230,12 @@ typedef struct {n}_tensor_info {{
 )c",
                    fmt::arg("n", n), fmt::arg("N", N), fmt::arg("ins", inNames.size()),
                    fmt::arg("outs", outNames.size()), fmt::arg("params", g.params().size()),
-                   fmt::arg("training", p.training() ? 1 : 0));
+                   fmt::arg("training", p.training() ? 1 : 0),
+                   fmt::arg("owns", cuda ? "stream" : "worker threads"),
+                   fmt::arg("cudaThreads",
+                            cuda ? "\n * A CUDA context may move between threads: every call makes the device's primary context\n"
+                                   " * current for its duration and restores the caller's current context afterwards."
+                                 : ""));
   for (size_t i = 0; i < inNames.size(); ++i)
     h += tensorMacros(N, "INPUT", static_cast<int>(i), inMacros[i], inNames[i], g.inputs()[i]->type);
   for (size_t i = 0; i < outNames.size(); ++i)
@@ -233,8 +243,7 @@ typedef struct {n}_tensor_info {{
 
   h += fmt::format(R"c(typedef struct {n}_context {n}_context;
 
-/* Creates a context: its parameters, buffers and num_threads - 1 worker threads (num_threads <= 0:
- * one per CPU this process may run on). The parameters come from the safetensors file
+/* Creates a context: {createWhat}. The parameters come from the safetensors file
  * weights_path (every parameter with exactly its dtype and shape; other tensors are ignored), or
  * when weights_path is NULL from the weights embedded in the library (kiln aot --embed-weights).
  * On failure *ctx is NULL. */
@@ -243,7 +252,7 @@ typedef struct {n}_tensor_info {{
 {N}_API void {n}_destroy({n}_context* ctx);
 /* The message of the calling thread's last failed call ("" when none). */
 {N}_API const char* {n}_error_message(void);
-/* The number of threads the context runs on. */
+/* The number of threads the context runs on{threadsCuda}. */
 {N}_API int {n}_num_threads(const {n}_context* ctx);
 
 /* Replaces all parameters from a safetensors file (as create; on failure nothing changes). */
@@ -266,7 +275,12 @@ typedef struct {n}_tensor_info {{
 {N}_API {n}_status {n}_output_info(int index, {n}_tensor_info* info);
 {N}_API {n}_status {n}_param_info(int index, {n}_tensor_info* info);
 )c",
-                   fmt::arg("n", n), fmt::arg("N", N));
+                   fmt::arg("n", n), fmt::arg("N", N),
+                   fmt::arg("createWhat", cuda ? "its parameters and buffers in the memory of CUDA device 0\n"
+                                                 " * (CUDA_VISIBLE_DEVICES selects the GPU), a stream and the kernels; num_threads is ignored"
+                                               : "its parameters, buffers and num_threads - 1 worker threads (num_threads <= 0:\n"
+                                                 " * one per CPU this process may run on)"),
+                   fmt::arg("threadsCuda", cuda ? " (1 for a CUDA library: the GPU runs the work)" : ""));
   if (p.training())
     h += fmt::format(R"c(
 /* One training step: forward, loss, backward and the optimizer's update of the parameters.
@@ -298,19 +312,89 @@ typedef struct {n}_tensor_info {{
   return h;
 }
 
-std::string generateSource(const ProgramDescription& p) {
+TableParts commonTables(const ProgramDescription& p, const std::vector<std::string>& outputLocs,
+                        const std::vector<std::string>& updates,
+                        const std::vector<std::pair<ir::TensorType, int64_t>>& owned) {
   const ir::Graph& g = *p.graph;
+  TableParts t;
+  auto tensors = [&](const std::string& array, const std::vector<std::pair<std::string, const ir::TensorType*>>& ts) {
+    if (ts.empty()) return std::string("NULL");
+    std::vector<std::string> entries;
+    for (size_t i = 0; i < ts.size(); ++i)
+      entries.push_back(tensorEntry(t.decls, fmt::format("kiln_aot_{}_shape{}", array, i), ts[i].first, *ts[i].second));
+    t.body += fmt::format("static const kiln_aot_tensor kiln_aot_{}[] = {{\n  {}\n}};\n", array, fmt::join(entries, ",\n  "));
+    return "kiln_aot_" + array;
+  };
+  std::vector<std::pair<std::string, const ir::TensorType*>> ins, outs, params;
+  for (const ir::Value* v : g.inputs()) ins.emplace_back(v->name, &v->type);
+  for (const ir::Output& o : g.outputs()) outs.emplace_back(o.name, &o.value->type);
+  for (const ir::Param& prm : g.params()) params.emplace_back(prm.value->name, &prm.value->type);
+  t.inputs = tensors("inputs", ins);
+  t.outputs = tensors("outputs", outs);
+  t.params = tensors("params", params);
+  t.numInputs = ins.size();
+  t.numOutputs = outs.size();
+  t.numParams = params.size();
+  if (!outputLocs.empty()) {
+    t.body += fmt::format("static const kiln_aot_loc kiln_aot_output_locs[] = {{{}}};\n", fmt::join(outputLocs, ", "));
+    t.outputLocs = "kiln_aot_output_locs";
+  }
+  if (!updates.empty()) {
+    t.body += fmt::format("static const kiln_aot_update kiln_aot_updates[] = {{\n  {}\n}};\n", fmt::join(updates, ",\n  "));
+    t.updates = "kiln_aot_updates";
+  }
+  t.numUpdates = updates.size();
+  if (!owned.empty()) {
+    std::vector<std::string> os;
+    for (size_t i = 0; i < owned.size(); ++i)
+      os.push_back(fmt::format("{{{}, {}}}", tensorEntry(t.decls, fmt::format("kiln_aot_owned_shape{}", i),
+                                                         fmt::format("own{}", i), owned[i].first),
+                               owned[i].second));
+    t.body += fmt::format("static const kiln_aot_owned kiln_aot_owned_buffers[] = {{\n  {}\n}};\n", fmt::join(os, ",\n  "));
+    t.owned = "kiln_aot_owned_buffers";
+  }
+  t.numOwned = owned.size();
+  return t;
+}
+
+std::string locText(int kind, size_t index, int64_t offset) {
+  static const char* const kinds[] = {"KILN_AOT_INPUT", "KILN_AOT_PARAM", "KILN_AOT_ARENA", "KILN_AOT_OWN",
+                                      "KILN_AOT_SCRATCH"};
+  return fmt::format("{{{}, {}, {}}}", kinds[kind], index, offset);
+}
+
+std::string sourceHead(const ProgramDescription& p, const std::string& what, const std::string& compile) {
+  return fmt::format(
+      "/* {n}.c — generated by `kiln aot`: {what}.\n * Compile: {compile} */\n#define _GNU_SOURCE 1\n"
+      "#define {N}_API __attribute__((visibility(\"default\")))\n#include \"{n}.h\"\n\n{header}"
+      "\n/* ---- the program ---- */\n\n#define KILN_AOT_HIDDEN __attribute__((visibility(\"hidden\")))\n",
+      fmt::arg("n", p.name), fmt::arg("N", macroName(p.name)), fmt::arg("what", what), fmt::arg("compile", compile),
+      fmt::arg("header", kRuntimeHeader));
+}
+
+std::string programInitializer(const ProgramDescription& p, const TableParts& t, const std::string& constants,
+                               int64_t arenaBytes, size_t numKernels, const std::string& kernels,
+                               const std::string& features) {
+  return fmt::format(
+      "{{\n  {name}, {nin}, {ins}, {nout}, {outs}, {outLocs}, {nparams}, {params}, {nupd}, {upd}, {nown}, {own},\n"
+      "  {constants}, {arena}, {nk}, {ks}, {weights}, {wbytes}, {features},\n  {tb}, {tl}, {tlr}, {tloss}\n}}",
+      fmt::arg("name", literal(p.name)), fmt::arg("nin", t.numInputs), fmt::arg("ins", t.inputs),
+      fmt::arg("nout", t.numOutputs), fmt::arg("outs", t.outputs), fmt::arg("outLocs", t.outputLocs),
+      fmt::arg("nparams", t.numParams), fmt::arg("params", t.params), fmt::arg("nupd", t.numUpdates),
+      fmt::arg("upd", t.updates), fmt::arg("nown", t.numOwned), fmt::arg("own", t.owned),
+      fmt::arg("constants", constants), fmt::arg("arena", arenaBytes), fmt::arg("nk", numKernels),
+      fmt::arg("ks", kernels), fmt::arg("weights", p.embeddedWeights ? weightsSymbol(p.name) : "NULL"),
+      fmt::arg("wbytes", p.weightsBytes), fmt::arg("features", features), fmt::arg("tb", p.trainBatch),
+      fmt::arg("tl", p.trainLabels), fmt::arg("tlr", p.trainLr), fmt::arg("tloss", p.trainLoss));
+}
+
+std::string generateSource(const ProgramDescription& p) {
   const cpu::ProgramLayout& L = *p.layout;
   const std::string& n = p.name;
-  const std::string N = macroName(n);
-  std::string c = fmt::format(
-      "/* {n}.c — generated by `kiln aot`: the tables of program {n}, then kiln's AOT runtime, then the\n"
-      " * functions of {n}.h. Compile: cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden {n}.c {n}.kernels.o\n"
-      " * -lm -lpthread. */\n#define _GNU_SOURCE 1\n#define {N}_API __attribute__((visibility(\"default\")))\n"
-      "#include \"{n}.h\"\n\n",
-      fmt::arg("n", n), fmt::arg("N", N));
-  c += kRuntimeHeader;
-  c += "\n/* ---- the program ---- */\n\n#define KILN_AOT_HIDDEN __attribute__((visibility(\"hidden\")))\n";
+  std::string c = sourceHead(p, "the tables of program " + n + ", then kiln's AOT runtime, then the functions of " + n +
+                                    ".h",
+                             "cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden " + n + ".c " + n +
+                                 ".kernels.o -lm -lpthread");
   for (const auto& k : L.kernels) {
     KILN_CHECK(isIdentifier(k.name), "kernel name '{}' is not a C identifier", k.name);
     c += fmt::format("KILN_AOT_HIDDEN void {}(void**, void*);\n", k.name);
@@ -319,49 +403,14 @@ std::string generateSource(const ProgramDescription& p) {
   if (p.embeddedWeights) c += fmt::format("KILN_AOT_HIDDEN extern const unsigned char {}[];\n", weightsSymbol(n));
   c += "\n";
 
-  std::string decls, body;
-  auto tensors = [&](const std::string& array, const std::vector<std::pair<std::string, const ir::TensorType*>>& ts) {
-    if (ts.empty()) return std::string("NULL");
-    std::vector<std::string> entries;
-    for (size_t i = 0; i < ts.size(); ++i)
-      entries.push_back(tensorEntry(decls, fmt::format("kiln_aot_{}_shape{}", array, i), ts[i].first, *ts[i].second));
-    body += fmt::format("static const kiln_aot_tensor kiln_aot_{}[] = {{\n  {}\n}};\n", array, fmt::join(entries, ",\n  "));
-    return "kiln_aot_" + array;
-  };
-  std::vector<std::pair<std::string, const ir::TensorType*>> ins, outs, params, owned;
-  for (const ir::Value* v : g.inputs()) ins.emplace_back(v->name, &v->type);
-  for (const ir::Output& o : g.outputs()) outs.emplace_back(o.name, &o.value->type);
-  for (const ir::Param& prm : g.params()) params.emplace_back(prm.value->name, &prm.value->type);
-  const std::string insArray = tensors("inputs", ins), outsArray = tensors("outputs", outs),
-                    paramsArray = tensors("params", params);
-
-  std::string outLocs = "NULL";
-  if (!L.outputs.empty()) {
-    std::vector<std::string> ls;
-    for (const auto& at : L.outputs) ls.push_back(loc(at));
-    body += fmt::format("static const kiln_aot_loc kiln_aot_output_locs[] = {{{}}};\n", fmt::join(ls, ", "));
-    outLocs = "kiln_aot_output_locs";
-  }
-  std::string updates = "NULL";
-  if (!L.updates.empty()) {
-    std::vector<std::string> us;
-    for (const auto& u : L.updates) us.push_back(fmt::format("{{{}, {}}}", u.param, loc(u.value)));
-    body += fmt::format("static const kiln_aot_update kiln_aot_updates[] = {{\n  {}\n}};\n", fmt::join(us, ",\n  "));
-    updates = "kiln_aot_updates";
-  }
-  std::string ownedArray = "NULL";
-  if (!L.owned.empty()) {
-    std::vector<std::string> os;
-    for (size_t i = 0; i < L.owned.size(); ++i) {
-      const rt::HostTensor& t = L.owned[i];
-      ir::TensorType type{t.dtype(), t.shape()};
-      os.push_back(fmt::format("{{{}, {}}}", tensorEntry(decls, fmt::format("kiln_aot_owned_shape{}", i),
-                                                         fmt::format("own{}", i), type),
-                               p.constantOffsets.at(i)));
-    }
-    body += fmt::format("static const kiln_aot_owned kiln_aot_owned_buffers[] = {{\n  {}\n}};\n", fmt::join(os, ",\n  "));
-    ownedArray = "kiln_aot_owned_buffers";
-  }
+  auto loc = [](const cpu::Location& at) { return locText(static_cast<int>(at.kind), at.index, at.offset); };
+  std::vector<std::string> outLocs, updates;
+  for (const auto& at : L.outputs) outLocs.push_back(loc(at));
+  for (const auto& u : L.updates) updates.push_back(fmt::format("{{{}, {}}}", u.param, loc(u.value)));
+  std::vector<std::pair<ir::TensorType, int64_t>> owned;
+  for (size_t i = 0; i < L.owned.size(); ++i)
+    owned.emplace_back(ir::TensorType{L.owned[i].dtype(), L.owned[i].shape()}, p.constantOffsets.at(i));
+  TableParts t = commonTables(p, outLocs, updates, owned);
   std::vector<std::string> ks;
   for (size_t k = 0; k < L.kernels.size(); ++k) {
     const auto& call = L.kernels[k];
@@ -369,7 +418,7 @@ std::string generateSource(const ProgramDescription& p) {
     if (!call.args.empty()) {
       std::vector<std::string> as;
       for (const auto& at : call.args) as.push_back(loc(at));
-      body += fmt::format("static const kiln_aot_loc kiln_aot_args{}[] = {{{}}};\n", k, fmt::join(as, ", "));
+      t.body += fmt::format("static const kiln_aot_loc kiln_aot_args{}[] = {{{}}};\n", k, fmt::join(as, ", "));
       args = fmt::format("kiln_aot_args{}", k);
     }
     ks.push_back(fmt::format("{{{}, {}, {}, {}, {}, {}}}", literal(call.name), call.name, call.args.size(), args,
@@ -377,30 +426,34 @@ std::string generateSource(const ProgramDescription& p) {
   }
   std::string kernelsArray = "NULL";
   if (!ks.empty()) {
-    body += fmt::format("static const kiln_aot_kernel kiln_aot_kernels[] = {{\n  {}\n}};\n", fmt::join(ks, ",\n  "));
+    t.body += fmt::format("static const kiln_aot_kernel kiln_aot_kernels[] = {{\n  {}\n}};\n", fmt::join(ks, ",\n  "));
     kernelsArray = "kiln_aot_kernels";
   }
-  c += decls + body;
-  c += fmt::format(
-      "\nstatic const kiln_aot_program kiln_aot_the_program = {{\n"
-      "  {name}, {nin}, {ins}, {nout}, {outs}, {outLocs}, {nparams}, {params}, {nupd}, {upd}, {nown}, {own},\n"
-      "  {constants}, {arena}, {nk}, {ks}, {weights}, {wbytes}, {features},\n  {tb}, {tl}, {tlr}, {tloss}\n}};\n\n",
-      fmt::arg("name", literal(n)), fmt::arg("nin", ins.size()), fmt::arg("ins", insArray),
-      fmt::arg("nout", outs.size()), fmt::arg("outs", outsArray), fmt::arg("outLocs", outLocs),
-      fmt::arg("nparams", params.size()), fmt::arg("params", paramsArray), fmt::arg("nupd", L.updates.size()),
-      fmt::arg("upd", updates), fmt::arg("nown", L.owned.size()), fmt::arg("own", ownedArray),
-      fmt::arg("constants", p.hasConstants ? constantsSymbol(n) : "NULL"), fmt::arg("arena", L.arenaBytes),
-      fmt::arg("nk", L.kernels.size()), fmt::arg("ks", kernelsArray),
-      fmt::arg("weights", p.embeddedWeights ? weightsSymbol(n) : "NULL"), fmt::arg("wbytes", p.weightsBytes),
-      fmt::arg("features", literal(fmt::format("{}", fmt::join(p.cpuFeatures, ",")))),
-      fmt::arg("tb", p.trainBatch), fmt::arg("tl", p.trainLabels), fmt::arg("tlr", p.trainLr),
-      fmt::arg("tloss", p.trainLoss));
-  c += "/* ---- the runtime (aot/runtime/kiln_aot_runtime.c) ---- */\n\n";
-  c += kRuntimeSource;
-  c += "\n/* ---- the API of " + n + ".h ---- */\n\n";
-  const std::string P = "kiln_aot_the_program";
+  c += t.decls + t.body;
+  c += "\nstatic const kiln_aot_program kiln_aot_the_program = " +
+       programInitializer(p, t, p.hasConstants ? constantsSymbol(n) : "NULL", L.arenaBytes, L.kernels.size(),
+                          kernelsArray, literal(fmt::format("{}", fmt::join(p.cpuFeatures, ",")))) +
+       ";\n\n";
+  c += "/* ---- the runtime (aot/runtime/kiln_aot_common.c, kiln_aot_safetensors.c, kiln_aot_cpu.c) ---- */\n\n";
+  c += runtimeText("cpu");
+  c += apiFunctions(p, "kiln_aot_the_program", "kiln_aot_create(&kiln_aot_the_program");
+  return c;
+}
+
+std::string runtimeText(const std::string& target) {
+  std::string text = kRuntimeCommon;
+  text += kRuntimeSafetensors;
+  text += target == "cuda" ? kRuntimeCuda : kRuntimeCpu;
+  return text;
+}
+
+std::string apiFunctions(const ProgramDescription& p, const std::string& P, const std::string& createCall) {
+  const std::string& n = p.name;
+  const std::string N = macroName(n);
+  const size_t numInputs = p.graph->inputs().size(), numOutputs = p.graph->outputs().size();
+  std::string c = "\n/* ---- the API of " + n + ".h ---- */\n\n";
   c += fmt::format(R"c({N}_API {n}_status {n}_create({n}_context** ctx, const char* weights_path, int num_threads) {{
-  return ({n}_status)kiln_aot_create(&{P}, weights_path, num_threads, (kiln_aot_context**)ctx);
+  return ({n}_status){create}, weights_path, num_threads, (kiln_aot_context**)ctx);
 }}
 {N}_API void {n}_destroy({n}_context* ctx) {{ kiln_aot_destroy((kiln_aot_context*)ctx); }}
 {N}_API const char* {n}_error_message(void) {{ return kiln_aot_error(); }}
@@ -447,7 +500,7 @@ static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char
   return kiln_aot_info({P}.num_params, {P}.params, "param", index, info);
 }}
 )c",
-                   fmt::arg("n", n), fmt::arg("N", N), fmt::arg("P", P));
+                   fmt::arg("n", n), fmt::arg("N", N), fmt::arg("P", P), fmt::arg("create", createCall));
   if (p.training())
     c += fmt::format(R"c({N}_API {n}_status {n}_train_step({n}_context* ctx, const void* batch, const void* labels,
                                   float learning_rate, float* loss) {{
@@ -455,7 +508,7 @@ static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char
 }}
 )c",
                      fmt::arg("n", n), fmt::arg("N", N));
-  else if (ins.size() == 1 && !outs.empty())
+  else if (numInputs == 1 && numOutputs > 0)
     c += fmt::format(R"c({N}_API {n}_status {n}_forward({n}_context* ctx, const void* input, void* output) {{
   void* outputs[{nout}] = {{0}};
   if (!output) return ({n}_status)kaot_fail(KILN_AOT_E_ARGUMENT, "{n}_forward: output is NULL");
@@ -463,7 +516,7 @@ static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char
   return ({n}_status)kiln_aot_run((kiln_aot_context*)ctx, &input, outputs);
 }}
 )c",
-                     fmt::arg("n", n), fmt::arg("N", N), fmt::arg("nout", outs.size()));
+                     fmt::arg("n", n), fmt::arg("N", N), fmt::arg("nout", numOutputs));
   return c;
 }
 

@@ -1,6 +1,7 @@
 #include "aot/Export.h"
 
 #include "aot/CSource.h"
+#include "aot/ExportSupport.h"
 #include "codegen/cpu/Program.h"
 #include "passes/Pipeline.h"
 #include "runtime/Safetensors.h"
@@ -131,16 +132,51 @@ rt::NamedTensors startingWeights(const ir::Graph& g, const interp::TensorMap& we
   return out;
 }
 
+/// The CPU part of exportLibrary: the kernels as an object file (with the constants and the
+/// embedded weights as blobs), written into `dir`, and NAME.c.
+detail::TargetParts cpuParts(const ir::Graph& compiled, ProgramDescription& d, const std::vector<std::byte>& weightBytes,
+                             const fs::path& dir, const ExportOptions& options) {
+  const std::string& name = d.name;
+  cpu::ObjectOptions oo;
+  oo.constantsSymbol = constantsSymbol(name);
+  oo.dumpDir = options.dumpDir;
+  if (options.embedWeights)
+    oo.blobs.emplace_back(weightsSymbol(name),
+                          std::string(reinterpret_cast<const char*>(weightBytes.data()), weightBytes.size()));
+  cpu::ProgramObject object = cpu::compileObject(compiled, oo);
+  d.layout = &object.layout;
+  d.kernelCount = static_cast<int>(object.layout.kernels.size());
+  d.cpuFeatures = object.cpuFeatures;
+  d.constantOffsets = object.constantOffsets;
+  d.hasConstants = object.hasConstants;
+  detail::TargetParts parts;
+  parts.kernels = d.kernelCount;
+  parts.source = generateSource(d);
+  d.layout = nullptr;  // `object` goes out of scope
+  const fs::path objectPath = dir / (name + ".kernels.o");
+  writeFileAtomically(objectPath.string(), object.object);
+  if (!options.dumpDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(options.dumpDir, ec);
+    writeFileAtomically((fs::path(options.dumpDir) / (name + ".kernels.o")).string(), object.object);
+  }
+  parts.inputs.push_back(objectPath.string());
+  parts.libraries = {"-lm", "-lpthread"};
+  return parts;
+}
+
 }  // namespace
 
 ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options) {
   const std::string name = options.name.empty() ? graph.name() : options.name;
   checkName(name);
   KILN_CHECK(!options.outDir.empty(), "kiln aot: no output directory (-o DIR)");
-  KILN_CHECK(options.target == "cpu",
-             "kiln aot --target {}: only the cpu target writes libraries so far (CUDA libraries are not "
-             "implemented yet)",
+  KILN_CHECK(options.target == "cpu" || options.target == "cuda", "kiln aot --target {}: the targets are cpu and cuda",
              options.target);
+#ifndef KILN_HAVE_CUDA
+  KILN_CHECK(options.target != "cuda",
+             "kiln aot --target cuda: this kiln was built without the CUDA toolkit (NVRTC), which compiles the kernels");
+#endif
   const auto start = Clock::now();
   ExportResult result;
 
@@ -149,44 +185,40 @@ ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options)
   ProgramDescription d;
   d.name = name;
   d.source = options.source;
+  d.target = options.target;
   d.graph = &compiled;
   detectTraining(compiled, d);
   result.training = d.training();
 
   const rt::NamedTensors weights = startingWeights(compiled, options.weights);
   const std::vector<std::byte> weightBytes = rt::serializeSafetensors(weights);
-
-  cpu::ObjectOptions oo;
-  oo.constantsSymbol = constantsSymbol(name);
-  oo.dumpDir = options.dumpDir;
   if (options.embedWeights) {
-    oo.blobs.emplace_back(weightsSymbol(name),
-                          std::string(reinterpret_cast<const char*>(weightBytes.data()), weightBytes.size()));
     d.embeddedWeights = true;
     d.weightsBytes = static_cast<int64_t>(weightBytes.size());
   }
-  cpu::ProgramObject object = cpu::compileObject(compiled, oo);
-  d.layout = &object.layout;
-  d.cpuFeatures = object.cpuFeatures;
-  d.constantOffsets = object.constantOffsets;
-  d.hasConstants = object.hasConstants;
-  result.kernels = static_cast<int>(object.layout.kernels.size());
-
-  const std::string header = generateHeader(d), source = generateSource(d);
-  result.compileMs = msSince(start);
 
   std::error_code ec;
   fs::create_directories(options.outDir, ec);
   KILN_CHECK(!ec, "cannot create the output directory '{}': {}", options.outDir, ec.message());
   const fs::path out(options.outDir);
   TempDir tmp(out);
+  detail::TargetParts parts;
+#ifdef KILN_HAVE_CUDA
+  if (options.target == "cuda") parts = detail::cudaParts(compiled, d, weightBytes, tmp.path, options);
+#endif
+  if (options.target == "cpu") parts = cpuParts(compiled, d, weightBytes, tmp.path, options);
+  result.kernels = parts.kernels;
+  result.cubinBytes = parts.cubinBytes;
+  result.ptxBytes = parts.ptxBytes;
+  result.architectures = parts.architectures;
+  const std::string header = generateHeader(d);
+  result.compileMs = msSince(start);
+
   writeFileAtomically((tmp.path / (name + ".h")).string(), header);
-  writeFileAtomically((tmp.path / (name + ".c")).string(), source);
-  writeFileAtomically((tmp.path / (name + ".kernels.o")).string(), object.object);
+  writeFileAtomically((tmp.path / (name + ".c")).string(), parts.source);
   if (!options.dumpDir.empty()) {
     fs::create_directories(options.dumpDir, ec);
-    writeFileAtomically((fs::path(options.dumpDir) / (name + ".c")).string(), source);
-    writeFileAtomically((fs::path(options.dumpDir) / (name + ".kernels.o")).string(), object.object);
+    writeFileAtomically((fs::path(options.dumpDir) / (name + ".c")).string(), parts.source);
   }
 
   const auto linkStart = Clock::now();
@@ -198,12 +230,12 @@ ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options)
     argv.push_back(flag);
   argv.push_back("-Wl,-soname,lib" + name + ".so");
   argv.push_back("-I" + tmp.path.string());
+  argv.insert(argv.end(), parts.flags.begin(), parts.flags.end());
   argv.push_back("-o");
   argv.push_back(built.string());
   argv.push_back((tmp.path / (name + ".c")).string());
-  argv.push_back((tmp.path / (name + ".kernels.o")).string());
-  argv.push_back("-lm");
-  argv.push_back("-lpthread");
+  argv.insert(argv.end(), parts.inputs.begin(), parts.inputs.end());
+  argv.insert(argv.end(), parts.libraries.begin(), parts.libraries.end());
   const fs::path log = tmp.path / "cc.log";
   const int status = runProcess(argv, log);
   std::string output = fs::exists(log) ? readTextFile(log.string()) : std::string();

@@ -12,6 +12,11 @@
 //
 // The library computes exactly what cpu::Program computes for the same graph: same kernels, same
 // arena layout, same chunking of the work across the same number of threads.
+//
+// With target "cuda" the library runs on NVIDIA GPUs: the layout of cuda::Program (Layout.h) with
+// the generated GEMM (no cuBLAS), compiled by NVRTC to a cubin per architecture (sm_80, sm_90) and
+// to PTX for other GPUs, embedded as read-only data, and a C runtime that opens the CUDA driver
+// with dlopen; it needs libc, libm, libpthread and libdl (docs/AOT.md).
 #pragma once
 
 #include "interp/Interpreter.h"
@@ -30,8 +35,11 @@ struct ExportOptions {
   std::string name;
   /// Where to write the files (created if needed).
   std::string outDir;
-  /// "cpu" (the only target so far; "cuda" is an error saying so).
+  /// "cpu" or "cuda" (needs a kiln built with the CUDA toolkit; see the file comment).
   std::string target = "cpu";
+  /// cuda: the SM architectures to embed cubins for (80: sm_80, …); the lowest also gets PTX, which
+  /// the driver compiles for GPUs no cubin fits (of that compute capability or newer).
+  std::vector<int> cudaArchitectures = {80, 90};
   /// The amp pass's policy, as for the JIT (engine::ExecutorOptions::precision).
   passes::Precision precision = passes::Precision::F32;
   /// Starting parameter values by name; parameters not named start from their initializers.
@@ -51,7 +59,9 @@ struct ExportResult {
   int64_t libraryBytes = 0;
   int kernels = 0;
   bool training = false;
-  double compileMs = 0;  // passes, lowering, LLVM optimization and object emission
+  int64_t cubinBytes = 0, ptxBytes = 0;     // cuda: the embedded code
+  std::vector<std::string> architectures;  // cuda: "sm_80", "sm_90", "compute_80" (the PTX)
+  double compileMs = 0;  // passes, lowering, code generation (LLVM or NVRTC)
   double linkMs = 0;     // the C compiler
 };
 
@@ -59,9 +69,8 @@ struct ExportResult {
 /// step from passes::buildTrainingStep) with the default pipeline and writes the library. A graph
 /// is a training step (NAME_train_step) when it updates parameters, has an output named "loss" and
 /// three inputs, one named "lr": the first of the others is the batch, the second the labels or
-/// targets. Throws kiln::Error naming what went
-/// wrong (an invalid name, no C compiler, a compiler error with its output, a weight of the wrong
-/// type).
+/// targets. Throws kiln::Error naming what went wrong (an invalid name, no C compiler, a compiler
+/// error with its output, a weight of the wrong type, an NVRTC error).
 ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options);
 
 

@@ -1,19 +1,21 @@
 /* The tables `kiln aot` generates for one compiled program, and the runtime that interprets them.
  *
- * A library written by `kiln aot` is built from three pieces:
+ * A CPU library written by `kiln aot` is built from three pieces:
  *   NAME.kernels.o  the program's kernels as machine code: LLVM's object emission of the very
  *                   module the JIT compiles (codegen/cpu), every symbol hidden; it also holds the
  *                   read-only data blobs below (constants, embedded weights)
  *   NAME.c          generated: `#include`s nothing of kiln; it is this header, then the tables of
- *                   the program (kiln_aot_program), then kiln_aot_runtime.c, then the public
- *                   NAME_* functions of NAME.h, each a one-line call into the runtime
+ *                   the program (kiln_aot_program), then the runtime (kiln_aot_common.c,
+ *                   kiln_aot_safetensors.c, kiln_aot_cpu.c), then the public NAME_* functions of
+ *                   NAME.h, each a one-line call into the runtime
  *   libNAME.so      NAME.c and NAME.kernels.o linked by the system C compiler with
  *                   -fvisibility=hidden: only the NAME_* functions are exported, so any number of
  *                   kiln libraries can live in one process
  * and depends on libc, libm and libpthread only.
  *
- * The runtime does, table-driven, exactly what kiln::cpu::Program::run does (codegen/cpu/Program.cpp),
- * so a library's results equal the JIT's bit for bit for the same thread count:
+ * The CPU runtime does, table-driven, exactly what kiln::cpu::Program::run does
+ * (codegen/cpu/Program.cpp), so a library's results equal the JIT's bit for bit for the same
+ * thread count:
  *   - every kernel is `void fn(void** bufs, void* pool)` (codegen/cpu/KernelAbi.h); bufs holds the
  *     addresses of its arguments (kiln_aot_kernel.args, resolved through kiln_aot_loc) followed by
  *     one scratch area; `pool` is passed on to kiln_parallel_for, which the runtime defines with
@@ -22,7 +24,16 @@
  *     places with its parameter (first come per buffer), every other update value is copied,
  *     all copies taken before any trade.
  *
- * Everything in this file is internal to one library: the generated code includes it once and
+ * A CUDA library (`kiln aot --target cuda`) has no object file: NAME.c holds the tables of a
+ * kiln_aot_cuda_program (the layout of kiln::cuda::ProgramLayout, codegen/cuda/Layout.h), pulls
+ * the cubins, the PTX, the constants and the embedded weights in as read-only data with the
+ * assembler's .incbin, and pastes kiln_aot_common.c, kiln_aot_safetensors.c and kiln_aot_cuda.c.
+ * That runtime opens the CUDA driver (libcuda.so.1) with dlopen and does what
+ * kiln::cuda::Program::run does: inputs to the device, every launch in order on one stream, the
+ * update copies (staged ones first), the outputs back. It depends on libc, libm, libpthread and
+ * libdl; the driver is needed at run time only.
+ *
+ * Everything in these files is internal to one library: the generated code includes it once and
  * every name it defines is static or hidden. */
 #ifndef KILN_AOT_H
 #define KILN_AOT_H
@@ -49,12 +60,14 @@ enum {
   KILN_AOT_E_FORMAT = 3,   /* a weights file is malformed, lacks a parameter or has the wrong type */
   KILN_AOT_E_MEMORY = 4,   /* out of memory */
   KILN_AOT_E_CPU = 5,      /* this CPU lacks an instruction-set feature the kernels were built for */
-  KILN_AOT_E_STATE = 6     /* the call does not apply to this library (train_step of an inference one) */
+  KILN_AOT_E_STATE = 6,    /* the call does not apply to this library (train_step of an inference one) */
+  KILN_AOT_E_CUDA = 7      /* CUDA: no usable driver or device, or a driver call failed */
 };
 
-/* Where a buffer lives. INPUT: the caller's input `index`; PARAM: parameter `index`; ARENA: the
- * context's arena at byte `offset`; OWN: the context's owned buffer `index`. */
-enum { KILN_AOT_INPUT = 0, KILN_AOT_PARAM = 1, KILN_AOT_ARENA = 2, KILN_AOT_OWN = 3 };
+/* Where a buffer lives. INPUT: the caller's input `index` (CUDA: its device buffer); PARAM:
+ * parameter `index`; ARENA: the context's arena at byte `offset`; OWN: the context's owned buffer
+ * `index`; SCRATCH (CUDA kernel arguments only): the scratch buffer at byte `offset`. */
+enum { KILN_AOT_INPUT = 0, KILN_AOT_PARAM = 1, KILN_AOT_ARENA = 2, KILN_AOT_OWN = 3, KILN_AOT_SCRATCH = 4 };
 
 typedef struct {
   int32_t kind;
@@ -122,5 +135,44 @@ typedef struct {
    * loss output; all -1 for an inference program. */
   int32_t train_batch, train_labels, train_lr, train_loss;
 } kiln_aot_program;
+
+/* ---- CUDA libraries ---- */
+
+/* One kernel launch: `entry` of the module with `num_args` device pointers. */
+typedef struct {
+  const char* entry;
+  uint32_t grid[3], block[3];
+  uint32_t shared_bytes; /* dynamic shared memory */
+  int32_t num_args;
+  const kiln_aot_loc* args;
+} kiln_aot_launch;
+
+/* Machine code for one architecture: `sm` 80 is compute capability 8.0. A cubin runs on devices
+ * of the same major version and a minor version at least its own. */
+typedef struct {
+  int32_t sm;
+  const unsigned char* image;
+  int64_t bytes;
+} kiln_aot_cubin;
+
+typedef struct {
+  /* The signature, parameters, owned buffers (constants from base.constants), the outputs'
+   * locations and the update copies (only those whose value is not the parameter itself);
+   * base.num_kernels is 0 and base.cpu_features NULL. */
+  kiln_aot_program base;
+  /* Per update: 1 when its value is first copied to a staging buffer of its own (a value that is
+   * a parameter or an input), so no copy reads a parameter another one overwrote. */
+  const unsigned char* update_staged;
+  int32_t num_cubins;
+  const kiln_aot_cubin* cubins;
+  /* The same code as PTX for compute capability ptx_sm / 10 . ptx_sm % 10 (NUL-terminated), for
+   * devices no cubin fits: the driver compiles it when the context is created. */
+  const char* ptx;
+  int32_t ptx_sm;
+  int32_t cuda_version; /* of the NVRTC that compiled it: 13000 is CUDA 13.0 */
+  int64_t scratch_bytes;
+  int32_t num_launches;
+  const kiln_aot_launch* launches; /* run order */
+} kiln_aot_cuda_program;
 
 #endif

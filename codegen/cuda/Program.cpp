@@ -1,5 +1,6 @@
 #include "codegen/cuda/Program.h"
 
+#include "codegen/cuda/Layout.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "codegen/cuda/Render.h"
 #include "kernels/Kernel.h"
@@ -28,18 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-constexpr int64_t kAlign = 256;  // device buffers and scratch areas start at multiples of this
-int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-std::vector<RenderedKernel> renderAll(const std::vector<kernels::Kernel>& ks, int sm, bool blasLt) {
-  RenderOptions o;
-  o.sm = sm;
-  o.blasLt = blasLt;
-  std::vector<RenderedKernel> out;
-  for (const kernels::Kernel& k : ks) out.push_back(renderKernel(k, o));
-  return out;
-}
 
 /// FNV-1a of the text: the key of compiled code (with the architecture and NVRTC's version).
 uint64_t hashText(const std::string& s) {
@@ -91,30 +80,21 @@ gpu::Epilogue blasEpilogue(BlasMatmul::Epilogue e) {
   return gpu::Epilogue::none;
 }
 
-/// Where a value's bytes live on the device.
-struct Storage {
-  enum class Kind : uint8_t { Input, Param, Arena, Own } kind;
-  size_t index = 0;    // Input: graph input; Param: graph parameter; Own: owned buffer
-  int64_t offset = 0;  // Arena
-};
-
 }  // namespace
 
 std::string programSourceFor(const ir::Graph& graph, int sm, bool blasLt) {
-  return programSource(renderAll(kernels::lowerGraph(graph), sm, blasLt));
+  return layoutProgram(graph, sm, blasLt).source;
 }
 
 struct Program::Impl {
   ir::Graph graph;
   ProgramOptions options;
   ProgramStats stats;
-  std::vector<kernels::Kernel> kernels;
-  std::vector<RenderedKernel> rendered;
+  ProgramLayout layout;  // the kernels and where everything lives (Layout.h), bound below
 
   std::unique_ptr<gpu::Context> context;
   std::unique_ptr<gpu::BlasLt> blas;
   std::unique_ptr<gpu::Module> module;
-  std::unordered_map<const ir::Value*, Storage> storage;
   std::vector<gpu::DeviceBuffer> inputs, params, owned;
   gpu::DeviceBuffer arena, scratch;
   std::vector<gpu::PinnedHostBuffer> inputStaging, outputStaging;
@@ -131,8 +111,8 @@ struct Program::Impl {
     gpu::MatmulOperands operands;
   };
   std::vector<BoundStep> steps;
-  /// Update copies at the end of a run: value → parameter; values that are themselves parameters
-  /// or inputs go through `updateStaging` first so no copy reads a parameter already overwritten.
+  /// Update copies at the end of a run (ProgramLayout::updates): staged values go to
+  /// `updateStaging` first, then every value (or its staging copy) to its parameter.
   struct Copy {
     CUdeviceptr dst, src;
     size_t bytes;
@@ -145,38 +125,15 @@ struct Program::Impl {
   std::unique_ptr<gpu::Event> start, stop;
   double lastDeviceMs = 0;
 
-  CUdeviceptr address(const ir::Value* v) const {
-    const Storage& s = storage.at(v);
-    switch (s.kind) {
-      case Storage::Kind::Input: return inputs[s.index].ptr();
-      case Storage::Kind::Param: return params[s.index].ptr();
-      case Storage::Kind::Arena: return arena.ptr() + static_cast<CUdeviceptr>(s.offset);
-      case Storage::Kind::Own: return owned[s.index].ptr();
+  CUdeviceptr address(const Location& at) const {
+    switch (at.kind) {
+      case Location::Kind::Input: return inputs[at.index].ptr();
+      case Location::Kind::Param: return params[at.index].ptr();
+      case Location::Kind::Arena: return arena.ptr() + static_cast<CUdeviceptr>(at.offset);
+      case Location::Kind::Own: return owned[at.index].ptr();
+      case Location::Kind::Scratch: return scratch.ptr() + static_cast<CUdeviceptr>(at.offset);
     }
     return 0;
-  }
-
-  /// Decides where `v` lives; owned buffers are counted in `ownBytes` and allocated later.
-  void place(const ir::Value* v, const std::unordered_map<const ir::Value*, int64_t>& slots,
-             std::vector<const ir::Value*>& ownValues) {
-    if (storage.count(v)) return;
-    if (v->kind == ir::ValueKind::Input) {
-      const auto& ins = graph.inputs();
-      storage[v] = {Storage::Kind::Input, static_cast<size_t>(std::find(ins.begin(), ins.end(), v) - ins.begin())};
-      return;
-    }
-    if (v->kind == ir::ValueKind::Param) {
-      for (size_t i = 0; i < graph.params().size(); ++i)
-        if (graph.params()[i].value == v) storage[v] = {Storage::Kind::Param, i};
-      return;
-    }
-    const bool constant = v->producer && v->producer->op == ir::OpKind::Constant;
-    if (auto it = slots.find(v); it != slots.end() && !constant) {
-      storage[v] = {Storage::Kind::Arena, 0, it->second};
-      return;
-    }
-    storage[v] = {Storage::Kind::Own, ownValues.size()};
-    ownValues.push_back(v);
   }
 
   std::shared_ptr<const CompiledCuda> compileSource(const std::string& source, const std::string& arch) {
@@ -220,66 +177,43 @@ struct Program::Impl {
     fs::create_directories(dir / "kernels");
     writeFileAtomically((dir / "program.cu").string(), source);
     if (!code.ptx.empty()) writeFileAtomically((dir / "program.ptx").string(), code.ptx);
-    std::map<std::string, std::string> ptx = ptxByKernel(code.ptx, rendered);
-    for (const RenderedKernel& k : rendered) {
+    std::map<std::string, std::string> ptx = ptxByKernel(code.ptx, layout.rendered);
+    for (const RenderedKernel& k : layout.rendered) {
       writeFileAtomically((dir / "kernels" / (k.name + ".cu")).string(), k.code);
       if (auto it = ptx.find(k.name); it != ptx.end())
         writeFileAtomically((dir / "kernels" / (k.name + ".ptx")).string(), it->second);
     }
   }
 
+  /// Binds every step of the layout to device addresses (all memory is allocated by now).
   void bindSteps() {
-    for (size_t ki = 0; ki < kernels.size(); ++ki) {
-      const kernels::Kernel& k = kernels[ki];
-      const RenderedKernel& r = rendered[ki];
-      std::vector<int64_t> areaOffsets;
-      int64_t off = 0;
-      for (int64_t bytes : r.scratchBytes) {
-        areaOffsets.push_back(off);
-        off += alignUp(bytes);
-      }
-      auto ref = [&](BufferRef b) -> CUdeviceptr {
-        const size_t nb = k.buffers.size();
-        if (b >= 0 && static_cast<size_t>(b) < nb) return address(k.buffers[static_cast<size_t>(b)].value);
-        const size_t area = static_cast<size_t>(b) - nb;
-        KILN_CHECK(b >= 0 && area < areaOffsets.size(), "kernel '{}': a step refers to buffer {} of {} (+{} scratch)",
-                   k.name, b, nb, areaOffsets.size());
-        return scratch.ptr() + static_cast<CUdeviceptr>(areaOffsets[area]);
-      };
-      for (const Step& s : r.steps) {
-        BoundStep& b = steps.emplace_back();
-        if (s.kind == Step::Kind::Launch) {
-          const Launch& l = s.launch;
-          b.kernel = module->kernel(l.entry);
-          b.grid = {static_cast<unsigned>(l.grid[0]), static_cast<unsigned>(l.grid[1]), static_cast<unsigned>(l.grid[2])};
-          b.block = {static_cast<unsigned>(l.block[0]), static_cast<unsigned>(l.block[1]),
-                     static_cast<unsigned>(l.block[2])};
-          b.shared = static_cast<unsigned>(l.sharedBytes);
-          for (BufferRef a : l.args) b.args.push_back(ref(a));
-          ++stats.launches;
-        } else {
-          const BlasMatmul& m = s.blas;
-          b.blas = &m;
-          b.desc.m = m.m;
-          b.desc.n = m.n;
-          b.desc.k = m.k;
-          b.desc.transA = m.transA;
-          b.desc.transB = m.transB;
-          b.desc.batch = static_cast<int32_t>(m.batch);
-          b.desc.strideA = m.strideA;
-          b.desc.strideB = m.strideB;
-          b.desc.strideD = m.strideD;
-          KILN_CHECK(m.typeA == m.typeB, "kernel '{}': cuBLASLt operands of two types ({} and {})", k.name,
-                     dtypeName(m.typeA), dtypeName(m.typeB));
-          b.desc.inputType = m.typeA;
-          b.desc.outputType = m.typeD;
-          b.desc.epilogue = blasEpilogue(m.epilogue);
-          b.operands.a = reinterpret_cast<const void*>(static_cast<uintptr_t>(ref(m.a)));
-          b.operands.b = reinterpret_cast<const void*>(static_cast<uintptr_t>(ref(m.b)));
-          b.operands.d = reinterpret_cast<void*>(static_cast<uintptr_t>(ref(m.d)));
-          if (m.bias >= 0) b.operands.bias = reinterpret_cast<void*>(static_cast<uintptr_t>(ref(m.bias)));
-          ++stats.blasCalls;
-        }
+    for (const StepLayout& s : layout.steps) {
+      BoundStep& b = steps.emplace_back();
+      if (s.kind == Step::Kind::Launch) {
+        b.kernel = module->kernel(s.entry);
+        b.grid = {s.grid[0], s.grid[1], s.grid[2]};
+        b.block = {s.block[0], s.block[1], s.block[2]};
+        b.shared = s.sharedBytes;
+        for (const Location& a : s.args) b.args.push_back(address(a));
+      } else {
+        const BlasMatmul& m = s.blas;
+        b.blas = &m;
+        b.desc.m = m.m;
+        b.desc.n = m.n;
+        b.desc.k = m.k;
+        b.desc.transA = m.transA;
+        b.desc.transB = m.transB;
+        b.desc.batch = static_cast<int32_t>(m.batch);
+        b.desc.strideA = m.strideA;
+        b.desc.strideB = m.strideB;
+        b.desc.strideD = m.strideD;
+        b.desc.inputType = m.typeA;
+        b.desc.outputType = m.typeD;
+        b.desc.epilogue = blasEpilogue(m.epilogue);
+        b.operands.a = reinterpret_cast<const void*>(static_cast<uintptr_t>(address(s.a)));
+        b.operands.b = reinterpret_cast<const void*>(static_cast<uintptr_t>(address(s.b)));
+        b.operands.d = reinterpret_cast<void*>(static_cast<uintptr_t>(address(s.d)));
+        if (m.bias >= 0) b.operands.bias = reinterpret_cast<void*>(static_cast<uintptr_t>(address(s.bias)));
       }
     }
     // Pointers into `args` only once every vector has its final size.
@@ -299,9 +233,8 @@ struct Program::Impl {
     }
     for (const Copy& c : stageCopies) s.copy(c.dst, c.src, c.bytes);
     for (const Copy& c : updateCopies) s.copy(c.dst, c.src, c.bytes);
-    const auto& outs = graph.outputs();
-    for (size_t i = 0; i < outs.size(); ++i)
-      s.download(outputStaging[i].data(), address(outs[i].value), outputStaging[i].bytes());
+    for (size_t i = 0; i < layout.outputs.size(); ++i)
+      s.download(outputStaging[i].data(), address(layout.outputs[i]), outputStaging[i].bytes());
   }
 };
 
@@ -339,48 +272,30 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.stats.arch = props.arch();
   const int sm = props.ccMajor * 10 + props.ccMinor;
 
+  I.layout = layoutProgram(I.graph, sm >= 90 ? 90 : 80, options.blasLt);
+  const ProgramLayout& L = I.layout;
+  I.stats.lowerMs = L.lowerMs;
+  I.stats.renderMs = L.renderMs;
+  I.stats.kernels = static_cast<int>(L.kernels.size());
+  I.stats.launches = L.launches;
+  I.stats.blasCalls = L.blasCalls;
+  I.stats.arenaBytes = L.arenaBytes;
+  I.stats.scratchBytes = L.scratchBytes;
+  std::shared_ptr<const CompiledCuda> code = I.compileSource(L.source, I.stats.arch);
+  if (!options.dumpDir.empty()) I.dump(L.source, *code);
   auto t0 = Clock::now();
-  I.kernels = kernels::lowerGraph(I.graph);
-  I.stats.lowerMs = msSince(t0);
-  I.stats.kernels = static_cast<int>(I.kernels.size());
-  t0 = Clock::now();
-  I.rendered = renderAll(I.kernels, sm >= 90 ? 90 : 80, options.blasLt);
-  const std::string source = programSource(I.rendered);
-  I.stats.renderMs = msSince(t0);
-  std::shared_ptr<const CompiledCuda> code = I.compileSource(source, I.stats.arch);
-  if (!options.dumpDir.empty()) I.dump(source, *code);
-  t0 = Clock::now();
   I.module = std::make_unique<gpu::Module>(*I.context, code->cubin, fmt::format("program '{}'", I.graph.name()));
   I.stats.loadMs = msSince(t0);
 
-  // Memory: decide where everything lives, check that it fits, then allocate.
-  std::unordered_map<const ir::Value*, int64_t> slots;
-  if (const ir::MemoryPlan* plan = I.graph.plan()) {
-    for (const ir::BufferSlot& s : plan->slots) slots.emplace(s.value, s.offset);
-    I.stats.arenaBytes = plan->arenaBytes;
-  }
-  std::vector<const ir::Value*> ownValues;
-  for (const ir::Value* v : I.graph.inputs()) I.place(v, slots, ownValues);
-  for (const ir::Param& p : I.graph.params()) I.place(p.value, slots, ownValues);
-  for (const kernels::Kernel& k : I.kernels)
-    for (const kernels::Buffer& b : k.buffers) I.place(b.value, slots, ownValues);
-  for (const ir::Output& o : I.graph.outputs()) I.place(o.value, slots, ownValues);
-  for (const ir::Update& u : I.graph.updates()) I.place(u.value, slots, ownValues);
-  for (const RenderedKernel& r : I.rendered) {
-    int64_t bytes = 0;
-    for (int64_t b : r.scratchBytes) bytes += alignUp(b);
-    I.stats.scratchBytes = std::max(I.stats.scratchBytes, bytes);
-  }
-  int64_t need = alignUp(I.stats.arenaBytes) + alignUp(I.stats.scratchBytes);
-  for (const ir::Value* v : I.graph.inputs()) need += alignUp(v->type.bytes());
+  // Memory: check that it fits, then allocate.
+  int64_t need = alignDevice(L.arenaBytes) + alignDevice(L.scratchBytes);
+  for (const ir::Value* v : I.graph.inputs()) need += alignDevice(v->type.bytes());
   for (const ir::Param& p : I.graph.params()) {
-    need += alignUp(p.value->type.bytes());
+    need += alignDevice(p.value->type.bytes());
     I.stats.paramBytes += p.value->type.bytes();
   }
-  for (const ir::Value* v : ownValues) need += alignUp(v->type.bytes());
-  for (const RenderedKernel& r : I.rendered)
-    for (const Step& s : r.steps)
-      if (s.kind == Step::Kind::Blas) need += int64_t(32) << 20;  // cuBLASLt's workspace, once
+  for (const ProgramLayout::Owned& o : L.owned) need += alignDevice(o.type.bytes());
+  need += int64_t(L.blasCalls) << 25;  // cuBLASLt's workspace (32 MiB), counted per product as before
   I.stats.deviceBytes = need;
   auto [freeBytes, totalBytes] = I.context->memoryInfo();
   KILN_CHECK(static_cast<uint64_t>(need) <= freeBytes,
@@ -389,8 +304,8 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
              static_cast<double>(freeBytes) / (1 << 20), totalBytes);
 
   gpu::Stream& stream = I.context->stream();
-  I.arena = I.context->allocate(static_cast<size_t>(std::max<int64_t>(I.stats.arenaBytes, 1)));
-  I.scratch = I.context->allocate(static_cast<size_t>(std::max<int64_t>(I.stats.scratchBytes, 1)));
+  I.arena = I.context->allocate(static_cast<size_t>(std::max<int64_t>(L.arenaBytes, 1)));
+  I.scratch = I.context->allocate(static_cast<size_t>(std::max<int64_t>(L.scratchBytes, 1)));
   for (const ir::Value* v : I.graph.inputs()) {
     I.inputs.push_back(I.context->allocate(static_cast<size_t>(v->type.bytes())));
     I.inputStaging.emplace_back(static_cast<size_t>(std::max<int64_t>(v->type.bytes(), 1)));
@@ -400,33 +315,23 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
     I.params.push_back(I.context->allocate(init.bytes()));
     stream.upload(I.params.back().ptr(), init.data(), init.bytes());
   }
-  for (const ir::Value* v : ownValues) {
-    I.owned.push_back(I.context->allocate(static_cast<size_t>(v->type.bytes())));
-    if (v->producer && v->producer->op == ir::OpKind::Constant) {
-      rt::HostTensor t(v->type.dtype, v->type.shape);
-      const std::vector<double>& values = v->producer->attrFloats("value");
-      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, values.size() == 1 ? values[0] : values[static_cast<size_t>(i)]);
-      stream.upload(I.owned.back().ptr(), t.data(), t.bytes());
-    }
+  for (const ProgramLayout::Owned& o : L.owned) {
+    I.owned.push_back(I.context->allocate(static_cast<size_t>(o.type.bytes())));
+    if (o.constant) stream.upload(I.owned.back().ptr(), o.value.data(), o.value.bytes());
   }
   for (const ir::Output& o : I.graph.outputs())
     I.outputStaging.emplace_back(static_cast<size_t>(std::max<int64_t>(o.value->type.bytes(), 1)));
-  for (const ir::Update& u : I.graph.updates()) {
-    if (u.value == u.param) continue;
-    const size_t bytes = static_cast<size_t>(u.value->type.bytes());
-    CUdeviceptr dst = I.address(u.param), src = I.address(u.value);
-    Storage::Kind kind = I.storage.at(u.value).kind;
-    if (kind == Storage::Kind::Param || kind == Storage::Kind::Input) {
+  for (const ProgramLayout::UpdateCopy& u : L.updates) {
+    const size_t bytes = static_cast<size_t>(u.bytes);
+    CUdeviceptr dst = I.params[u.param].ptr(), src = I.address(u.value);
+    if (u.staged) {
       I.updateStaging.push_back(I.context->allocate(bytes));
       I.stageCopies.push_back({I.updateStaging.back().ptr(), src, bytes});
       src = I.updateStaging.back().ptr();
     }
     I.updateCopies.push_back({dst, src, bytes});
   }
-  bool anyBlas = false;
-  for (const RenderedKernel& r : I.rendered)
-    for (const Step& s : r.steps) anyBlas = anyBlas || s.kind == Step::Kind::Blas;
-  if (anyBlas) I.blas = std::make_unique<gpu::BlasLt>(*I.context);
+  if (L.usesBlas()) I.blas = std::make_unique<gpu::BlasLt>(*I.context);
   I.bindSteps();
   I.start = std::make_unique<gpu::Event>();
   I.stop = std::make_unique<gpu::Event>();
@@ -505,11 +410,12 @@ interp::TensorMap Program::params() const {
 
 const ir::Graph& Program::graph() const { return impl_->graph; }
 const ProgramStats& Program::stats() const { return impl_->stats; }
+const ProgramLayout& Program::layout() const { return impl_->layout; }
 double Program::lastRunDeviceMs() const { return impl_->lastDeviceMs; }
 
 std::vector<std::string> Program::kernelNames() const {
   std::vector<std::string> names;
-  for (const kernels::Kernel& k : impl_->kernels) names.push_back(k.name);
+  for (const kernels::Kernel& k : impl_->layout.kernels) names.push_back(k.name);
   return names;
 }
 

@@ -1,9 +1,11 @@
 // kiln::cuda::Program — a whole graph (an inference graph or a training step) compiled by the CUDA
 // backend and run on one device.
 //
-//   compile  lowers the graph's kernels (kernels::lowerGraph), renders each (Render.h) into one
-//            CUDA C++ translation unit, compiles it once with NVRTC for the device's architecture
-//            (cached by hash in memory and, optionally, on disk) and loads the cubin
+//   compile  lays the program out (Layout.h layoutProgram: lowers the graph's kernels, renders
+//            each into one CUDA C++ translation unit, places every buffer and resolves every
+//            step's arguments — the same layout `kiln aot --target cuda` writes out), compiles the
+//            source once with NVRTC for the device's architecture (cached by hash in memory and,
+//            optionally, on disk), loads the cubin and binds the layout to device memory
 //   memory   everything lives on the device for the program's life: the plan's arena for the
 //            intermediates, parameters and optimizer state, outputs and update values, constant
 //            data (uploaded once), the graph inputs (uploaded once per run), one scratch area for
@@ -19,6 +21,7 @@
 // The header includes no CUDA header.
 #pragma once
 
+#include "codegen/cuda/Layout.h"
 #include "interp/Interpreter.h"
 #include "ir/Graph.h"
 
@@ -73,6 +76,8 @@ class Program {
 
   const ir::Graph& graph() const;
   const ProgramStats& stats() const;
+  /// What was bound: kernels, source, steps, buffer locations (its kernels point into graph()).
+  const ProgramLayout& layout() const;
   std::vector<std::string> kernelNames() const;
   /// Milliseconds of device time of the last run (CUDA events around the steps).
   double lastRunDeviceMs() const;
@@ -84,7 +89,7 @@ class Program {
 };
 
 /// The CUDA C++ source of `graph`'s kernels for SM architecture `sm` (80, 90): what Program
-/// compiles, without a device. For tests and `kiln` dumps on machines without a GPU.
+/// compiles (layoutProgram(graph, sm, blasLt).source), without a device. For tests and `kiln` dumps on machines without a GPU.
 std::string programSourceFor(const ir::Graph& graph, int sm, bool blasLt = true);
 
 }  // namespace kiln::cuda

@@ -361,9 +361,9 @@ TEST(AotExport, ErrorsNameTheProblem) {
   };
   expectError({}, "9lives", "not a C identifier");
   expectError({}, "has-dash", "not a C identifier");
-  aot::ExportOptions cuda;
-  cuda.target = "cuda";
-  expectError(cuda, "ok", "not implemented");
+  aot::ExportOptions tpu;  // CUDA libraries: AotCudaTest.cpp
+  tpu.target = "tpu";
+  expectError(tpu, "ok", "cpu and cuda");
   aot::ExportOptions weights;
   weights.weights.emplace(g.params().at(0).value->name, rt::HostTensor(DType::f32, {7}));
   expectError(weights, "ok", g.params().at(0).value->name);

@@ -1,4 +1,5 @@
-// `kiln aot`: a zoo model or a .kir graph compiled ahead of time to libNAME.so + NAME.h (aot/Export.h).
+// `kiln aot`: a zoo model or a .kir graph compiled ahead of time to libNAME.so + NAME.h (aot/Export.h),
+// for the CPU or (--target cuda) for NVIDIA GPUs.
 #include "tools/kiln/Commands.h"
 
 #include "aot/Export.h"
@@ -32,7 +33,10 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
   cmd->add_flag("--train", o->train, "export the whole training step (forward, backward, optimizer update)");
   cmd->add_option("--optimizer", o->optimizer, "with --train: sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  cmd->add_option("--target", o->target, "cpu (cuda: not implemented yet)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--target", o->target,
+                  "cpu, or cuda: a library for NVIDIA GPUs (cubins for sm_80 and sm_90, PTX for newer GPUs; needs the "
+                  "CUDA driver at run time, no cuBLAS)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", o->precision, "f32, bf16 or f16 contractions (amp pass)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--batch", o->batch, "batch size of a zoo model")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -82,6 +86,9 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
     aot::ExportResult r = aot::exportLibrary(graph, eo);
     std::printf("wrote %s (%.1f KiB, %d kernels, %s), %s, %s\n", r.library.c_str(), r.libraryBytes / 1024.0,
                 r.kernels, r.training ? "training step" : "inference", r.header.c_str(), r.weights.c_str());
+    if (!r.architectures.empty())
+      std::printf("CUDA code: %s (cubins %.1f KiB, PTX %.1f KiB)\n", fmt::format("{}", fmt::join(r.architectures, ", ")).c_str(),
+                  r.cubinBytes / 1024.0, r.ptxBytes / 1024.0);
     std::printf("compiled in %.0f ms, linked in %.0f ms\n", r.compileMs, r.linkMs);
     return 0;
   });

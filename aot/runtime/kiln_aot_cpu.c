@@ -1,0 +1,429 @@
+/* The CPU part of the runtime of a library written by `kiln aot` (see kiln_aot.h): pasted into
+ * NAME.c after kiln_aot_common.c and kiln_aot_safetensors.c. It interprets the tables exactly as
+ * kiln::cpu::Program::run does and runs the kernels on a persistent thread pool whose chunking is
+ * kiln::rt::ThreadPool's.
+ *
+ * Every name here is static except kiln_parallel_for, which the kernels call and which is hidden.
+ * Needs libc, pthreads and the Linux futex syscall. */
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+/* ---------------------------------------------------------------- thread pool */
+/* kiln::rt::ThreadPool in C: a job [begin, end) with grain g is split into
+ * min(threads, size / max(g, 1)) chunks; chunk i starts at i * base + min(i, extra) and is
+ * base + (i < extra) long; the caller runs chunk 0, worker k chunk k. Fewer than 2 chunks, a
+ * nested call or a busy pool: the caller runs the whole range inline. Waiting threads spin, then
+ * poll with sched_yield for 100 us, then sleep on a futex (as runtime/ThreadPool.cpp). */
+
+static _Thread_local int kaot_inside_job; /* a worker, or a caller running its own chunk */
+
+typedef void (*kaot_chunk_fn)(void*, int64_t, int64_t);
+typedef struct {
+  _Alignas(64) atomic_uint seq;
+  atomic_bool sleeping;
+} kaot_slot;
+typedef struct kaot_pool kaot_pool;
+typedef struct { kaot_pool* pool; int index; } kaot_worker;
+struct kaot_pool {
+  int threads, started;
+  kaot_slot* slots; /* slots[k - 1]: worker k */
+  pthread_t* tids;
+  kaot_worker* args;
+  atomic_bool busy, stopping;
+  kaot_chunk_fn fn; /* the job in flight */
+  void* ctx;
+  int64_t begin;
+  uint64_t size, chunks;
+  _Alignas(64) atomic_uint pending;
+  atomic_bool caller_sleeping;
+};
+
+KAOT_FN void kaot_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+/* FUTEX_WAIT / FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
+KAOT_FN void kaot_futex_wait(atomic_uint* w, uint32_t v) { syscall(SYS_futex, (void*)w, 128, v, NULL, NULL, 0); }
+KAOT_FN void kaot_futex_wake(atomic_uint* w) { syscall(SYS_futex, (void*)w, 129, 1, NULL, NULL, 0); }
+
+static inline bool kaot_done(uint32_t v, bool until_zero, uint32_t seen) { return until_zero ? v == 0 : v != seen; }
+
+/* Waits until *word is 0 (until_zero) or differs from `seen`; `sleeping` is raised while this
+ * thread may sleep, so the writer of `word` makes the wake-up call only then. */
+KAOT_FN uint32_t kaot_await(atomic_uint* word, atomic_bool* sleeping, bool until_zero, uint32_t seen) {
+  uint32_t v;
+  for (int i = 0; i < 64; ++i) {
+    v = atomic_load_explicit(word, memory_order_acquire);
+    if (kaot_done(v, until_zero, seen)) return v;
+    kaot_relax();
+  }
+  int64_t deadline = kaot_now_ns() + 100000;
+  do {
+    v = atomic_load_explicit(word, memory_order_acquire);
+    if (kaot_done(v, until_zero, seen)) return v;
+    sched_yield();
+  } while (kaot_now_ns() < deadline);
+  for (;;) {
+    atomic_store(sleeping, true);
+    v = atomic_load(word);
+    if (kaot_done(v, until_zero, seen)) {
+      atomic_store_explicit(sleeping, false, memory_order_relaxed);
+      return v;
+    }
+    kaot_futex_wait(word, v);
+  }
+}
+
+KAOT_FN void kaot_wake(kaot_pool* p, int k) {
+  kaot_slot* s = &p->slots[k - 1];
+  atomic_fetch_add(&s->seq, 1);
+  if (atomic_load(&s->sleeping)) kaot_futex_wake(&s->seq);
+}
+
+KAOT_FN void kaot_run_chunk(kaot_pool* p, uint64_t i) {
+  uint64_t base = p->size / p->chunks, extra = p->size % p->chunks;
+  uint64_t offset = i * base + (i < extra ? i : extra), length = base + (i < extra ? 1 : 0);
+  int64_t b = (int64_t)((uint64_t)p->begin + offset);
+  p->fn(p->ctx, b, (int64_t)((uint64_t)b + length));
+}
+
+KAOT_FN void* kaot_worker_main(void* arg) {
+  kaot_pool* p = ((kaot_worker*)arg)->pool;
+  int index = ((kaot_worker*)arg)->index;
+  char name[16];
+  snprintf(name, sizeof name, "kiln-aot-%d", index);
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+  kaot_inside_job = 1;
+  kaot_slot* slot = &p->slots[index - 1];
+  uint32_t seen = 0;
+  for (;;) {
+    seen = kaot_await(&slot->seq, &slot->sleeping, false, seen);
+    if (atomic_load_explicit(&p->stopping, memory_order_relaxed)) return NULL;
+    kaot_run_chunk(p, (uint64_t)index);
+    if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) kaot_futex_wake(&p->pending);
+  }
+}
+
+void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t),
+                       void* ctx) __attribute__((visibility("hidden")));
+__attribute__((visibility("hidden"))) void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain,
+                                                             void (*fn)(void*, int64_t, int64_t), void* ctx) {
+  if (end <= begin) return;
+  kaot_pool* p = (kaot_pool*)pool;
+  uint64_t size = (uint64_t)end - (uint64_t)begin;
+  uint64_t chunks = p ? size / (uint64_t)(grain > 1 ? grain : 1) : 0;
+  if (p && chunks > (uint64_t)p->threads) chunks = (uint64_t)p->threads;
+  if (chunks < 2 || kaot_inside_job || atomic_exchange_explicit(&p->busy, true, memory_order_acquire)) {
+    fn(ctx, begin, end);
+    return;
+  }
+  p->fn = fn;
+  p->ctx = ctx;
+  p->begin = begin;
+  p->size = size;
+  p->chunks = chunks;
+  atomic_store_explicit(&p->pending, (uint32_t)chunks - 1, memory_order_relaxed); /* published by the wakes */
+  for (int k = 1; k < (int)chunks; ++k) kaot_wake(p, k);
+  kaot_inside_job = 1;
+  kaot_run_chunk(p, 0);
+  kaot_inside_job = 0;
+  kaot_await(&p->pending, &p->caller_sleeping, true, 0);
+  atomic_store_explicit(&p->busy, false, memory_order_release);
+}
+
+KAOT_FN void kaot_pool_destroy(kaot_pool* p) {
+  if (!p) return;
+  atomic_store_explicit(&p->stopping, true, memory_order_relaxed); /* published by the wakes */
+  for (int k = 1; k <= p->started; ++k) kaot_wake(p, k);
+  for (int k = 0; k < p->started; ++k) pthread_join(p->tids[k], NULL);
+  free(p->slots);
+  free(p->tids);
+  free(p->args);
+  free(p);
+}
+
+KAOT_FN int kaot_pool_create(int threads, kaot_pool** out) {
+  kaot_pool* p = (kaot_pool*)kaot_alloc((int64_t)sizeof(kaot_pool));
+  int n = threads - 1, rc = 0;
+  *out = NULL;
+  if (!p) return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a thread pool of %d threads", threads);
+  p->threads = threads;
+  atomic_init(&p->busy, false);
+  atomic_init(&p->stopping, false);
+  atomic_init(&p->pending, 0);
+  atomic_init(&p->caller_sleeping, false);
+  if (n > 0) {
+    p->slots = (kaot_slot*)kaot_alloc((int64_t)(sizeof(kaot_slot) * (size_t)n));
+    p->tids = (pthread_t*)calloc((size_t)n, sizeof(pthread_t));
+    p->args = (kaot_worker*)calloc((size_t)n, sizeof(kaot_worker));
+    if (!p->slots || !p->tids || !p->args) {
+      kaot_pool_destroy(p);
+      return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a thread pool of %d threads", threads);
+    }
+    for (int k = 0; k < n; ++k) {
+      atomic_init(&p->slots[k].seq, 0);
+      atomic_init(&p->slots[k].sleeping, false);
+    }
+    sigset_t all, old; /* workers block every signal: they belong to the process's main threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int k = 0; k < n && rc == 0; ++k) {
+      p->args[k].pool = p;
+      p->args[k].index = k + 1;
+      rc = pthread_create(&p->tids[k], NULL, kaot_worker_main, &p->args[k]);
+      if (rc == 0) p->started++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+      char eb[128];
+      int started = p->started;
+      kaot_pool_destroy(p);
+      return kaot_fail(KILN_AOT_E_MEMORY, "could not start thread %d of a pool of %d: %s", started + 2, threads,
+                       KAOT_STRERROR(rc, eb));
+    }
+  }
+  *out = p;
+  return KILN_AOT_OK;
+}
+
+/* ---------------------------------------------------------------- the CPU */
+
+#if defined(__x86_64__)
+KAOT_FN void kaot_cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4]) {
+  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+#endif
+
+/* Every feature of p->cpu_features this CPU and OS support (CPUID, XGETBV); AMX also asks the
+ * kernel for permission to use tile data. Unknown names are ignored. */
+KAOT_FN int kaot_check_cpu(const kiln_aot_program* p) {
+  static const struct { const char* name; int leaf, reg, bit; uint64_t xcr0; } feats[] = {
+      {"avx", 1, 2, 28, 0x6},          {"avx2", 70, 1, 5, 0x6},       {"fma", 1, 2, 12, 0x6},
+      {"f16c", 1, 2, 29, 0x6},         {"avx512f", 70, 1, 16, 0xe6},  {"avx512dq", 70, 1, 17, 0xe6},
+      {"avx512bw", 70, 1, 30, 0xe6},   {"avx512vl", 70, 1, 31, 0xe6}, {"avx512bf16", 71, 0, 5, 0xe6},
+      {"amx-tile", 70, 3, 24, 0x60000}, {"amx-bf16", 70, 3, 22, 0x60000}};
+  uint32_t l1[4] = {0}, l70[4] = {0}, l71[4] = {0};
+  uint64_t xcr0 = 0;
+  char missing[512] = "";
+  bool amx = false;
+  if (!p->cpu_features) return 0;
+#if defined(__x86_64__)
+  uint32_t r[4];
+  kaot_cpuid(0, 0, r);
+  if (r[0] >= 1) kaot_cpuid(1, 0, l1);
+  if (r[0] >= 7) kaot_cpuid(7, 0, l70);
+  if (r[0] >= 7 && l70[0] >= 1) kaot_cpuid(7, 1, l71);
+  if ((l1[2] >> 27) & 1) { /* OSXSAVE: XGETBV is available */
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = ((uint64_t)hi << 32) | lo;
+  }
+#endif
+  for (const char* s = p->cpu_features; *s;) {
+    while (*s == ',' || *s == ' ' || *s == '+') ++s;
+    const char* e = s;
+    while (*e && *e != ',' && *e != ' ') ++e;
+    for (size_t f = 0; f < sizeof feats / sizeof feats[0]; ++f) {
+      if (strlen(feats[f].name) != (size_t)(e - s) || memcmp(feats[f].name, s, (size_t)(e - s)) != 0) continue;
+      const uint32_t* regs = feats[f].leaf == 1 ? l1 : feats[f].leaf == 70 ? l70 : l71;
+      bool have = ((regs[feats[f].reg] >> feats[f].bit) & 1) && (xcr0 & feats[f].xcr0) == feats[f].xcr0;
+      if (!have) {
+        size_t n = strlen(missing);
+        snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", feats[f].name);
+      }
+      amx = amx || feats[f].xcr0 == 0x60000;
+    }
+    s = e;
+  }
+  if (missing[0])
+    return kaot_fail(KILN_AOT_E_CPU, "this CPU lacks %s, which the kernels of %s were built for", missing, p->name);
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+  if (amx && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0) {
+    char eb[128];
+    return kaot_fail(KILN_AOT_E_CPU, "%s uses AMX, but the kernel refused permission to use AMX tile data: %s", p->name,
+                     KAOT_STRERROR(errno, eb));
+  }
+#endif
+  return 0;
+}
+
+/* ---------------------------------------------------------------- the context */
+
+struct kiln_aot_context {
+  kaot_base b; /* p, threads, lr, outs, train_inputs */
+  kaot_pool* pool;
+  unsigned char *arena, *scratch;
+  void **params, **owned, **staging; /* staging[u]: for an update that is copied */
+  signed char* mode;                 /* per update: 0 skip, 1 trade, 2 copy */
+  void** table;                      /* per kernel: its arguments, then the scratch */
+  const void** inputs;               /* bound for the current run */
+};
+
+KAOT_FN void kiln_aot_destroy(kiln_aot_context* c) {
+  if (!c) return;
+  const kiln_aot_program* p = c->b.p;
+  kaot_pool_destroy(c->pool);
+  for (int i = 0; c->params && i < p->num_params; ++i) free(c->params[i]);
+  for (int i = 0; c->owned && i < p->num_owned; ++i) free(c->owned[i]);
+  for (int i = 0; c->staging && i < p->num_updates; ++i) free(c->staging[i]);
+  for (int i = 0; c->b.outs && i < p->num_outputs; ++i) free(c->b.outs[i]);
+  free(c->params), free(c->owned), free(c->staging), free(c->b.outs), free(c->mode), free(c->table);
+  free(c->inputs), free(c->b.train_inputs), free(c->arena), free(c->scratch), free(c->b.lr);
+  free(c);
+}
+
+KAOT_FN void* kaot_address(const kiln_aot_context* c, kiln_aot_loc l) {
+  switch (l.kind) {
+    case KILN_AOT_INPUT: return (void*)c->inputs[l.index]; /* kernels never write inputs */
+    case KILN_AOT_PARAM: return c->params[l.index];
+    case KILN_AOT_ARENA: return c->arena + l.offset;
+    default: return c->owned[l.index];
+  }
+}
+
+/* ---------------------------------------------------------------- create and run */
+
+KAOT_FN int kiln_aot_create(const kiln_aot_program* p, const char* weights_path, int num_threads, kiln_aot_context** out) {
+  int rc, threads = num_threads;
+  size_t slots = 0;
+  int64_t scratch = 1;
+  if ((rc = kaot_check_create(p, out)) || (rc = kaot_check_cpu(p)) || (rc = kaot_check_weights_path(p, weights_path))) return rc;
+  if (threads <= 0) {
+    unsigned long mask[128];
+    long got = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    threads = 0;
+    for (long i = 0; i < got / (long)sizeof(unsigned long); ++i) threads += __builtin_popcountl(mask[i]);
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) threads = 1;
+  }
+  if (threads > 256) threads = 256;
+  for (int k = 0; k < p->num_kernels; ++k) {
+    const kiln_aot_kernel* K = &p->kernels[k];
+    if (K->scratch_per_thread > (INT64_MAX / 2 - K->scratch_base) / threads)
+      return kaot_bad(p, "kernel %d needs more scratch than memory can hold", k);
+    if (K->scratch_base + threads * K->scratch_per_thread > scratch) scratch = K->scratch_base + threads * K->scratch_per_thread;
+    slots += (size_t)K->num_args + 1;
+  }
+  kiln_aot_context* c = (kiln_aot_context*)calloc(1, sizeof(kiln_aot_context));
+  if (!c) return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a context of %s", p->name);
+  c->b.p = p;
+  c->b.threads = threads;
+  c->params = (void**)calloc((size_t)p->num_params + 1, sizeof(void*));
+  c->owned = (void**)calloc((size_t)p->num_owned + 1, sizeof(void*));
+  c->staging = (void**)calloc((size_t)p->num_updates + 1, sizeof(void*));
+  c->b.outs = (void**)calloc((size_t)p->num_outputs + 1, sizeof(void*));
+  c->mode = (signed char*)calloc((size_t)p->num_updates + (size_t)p->num_owned + 1, 1);
+  c->table = (void**)calloc(slots + 1, sizeof(void*));
+  c->inputs = (const void**)calloc((size_t)p->num_inputs + 1, sizeof(void*));
+  c->b.train_inputs = (const void**)calloc((size_t)p->num_inputs + 1, sizeof(void*));
+  c->arena = (unsigned char*)kaot_alloc(p->arena_bytes);
+  c->scratch = (unsigned char*)kaot_alloc(scratch);
+  c->b.lr = (unsigned char*)kaot_alloc(64);
+  bool oom = !c->params || !c->owned || !c->staging || !c->b.outs || !c->mode || !c->table || !c->inputs || !c->b.train_inputs ||
+             !c->arena || !c->scratch || !c->b.lr;
+  for (int i = 0; !oom && i < p->num_owned; ++i) {
+    oom = !(c->owned[i] = kaot_alloc(p->owned[i].type.bytes));
+    if (!oom && p->owned[i].constant_offset >= 0 && p->owned[i].type.bytes > 0)
+      memcpy(c->owned[i], p->constants + p->owned[i].constant_offset, (size_t)p->owned[i].type.bytes);
+  }
+  for (int i = 0; !oom && i < p->num_outputs; ++i) oom = !(c->b.outs[i] = kaot_alloc(p->outputs[i].bytes));
+  /* As Program::run: an owned update value trades places with its parameter, the first time that
+   * buffer is used; every other value (not the parameter itself) is copied. */
+  signed char* traded = c->mode ? c->mode + p->num_updates : NULL;
+  for (int u = 0; !oom && u < p->num_updates; ++u) {
+    kiln_aot_update up = p->updates[u];
+    if (up.value.kind == KILN_AOT_PARAM && up.value.index == up.param) continue;
+    if (up.value.kind == KILN_AOT_OWN && !traded[up.value.index]) {
+      traded[up.value.index] = 1;
+      c->mode[u] = 1;
+      continue;
+    }
+    c->mode[u] = 2;
+    oom = !(c->staging[u] = kaot_alloc(p->params[up.param].bytes));
+  }
+  if (oom) {
+    kiln_aot_destroy(c);
+    return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a context of %s", p->name);
+  }
+  if (weights_path) rc = kaot_load_file(c, weights_path);
+  else if (p->weights) {
+    char what[300];
+    snprintf(what, sizeof what, "the embedded weights of %s", p->name);
+    kaot_src s = {-1, p->weights, (uint64_t)p->weights_bytes, what};
+    rc = kaot_load(c, &s);
+  }
+  for (int i = 0; !rc && i < p->num_params; ++i) /* no parameters to load: an empty file */
+    if (!c->params[i] && !(c->params[i] = kaot_alloc(p->params[i].bytes))) rc = kaot_oom(p->name);
+  if (!rc) rc = kaot_pool_create(threads, &c->pool);
+  if (rc) {
+    kiln_aot_destroy(c);
+    return rc;
+  }
+  *out = c;
+  return KILN_AOT_OK;
+}
+
+/* One run: the kernels, the outputs, then the updates (copies staged before any trade). */
+static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs) {
+  const kiln_aot_program* p = c->b.p;
+  void** table = c->table;
+  for (int i = 0; i < p->num_inputs; ++i) c->inputs[i] = inputs[i];
+  for (int k = 0; k < p->num_kernels; ++k) {
+    const kiln_aot_kernel* K = &p->kernels[k];
+    for (int a = 0; a < K->num_args; ++a) table[a] = kaot_address(c, K->args[a]);
+    table[K->num_args] = c->scratch;
+    K->fn(table, c->pool);
+    table += K->num_args + 1;
+  }
+  for (int o = 0; o < p->num_outputs; ++o) {
+    size_t bytes = (size_t)p->outputs[o].bytes;
+    if (bytes) memcpy(c->b.outs[o], kaot_address(c, p->output_locs[o]), bytes);
+    if (bytes && outputs && outputs[o]) memcpy(outputs[o], c->b.outs[o], bytes);
+  }
+  for (int u = 0; u < p->num_updates; ++u)
+    if (c->mode[u] == 2 && p->params[p->updates[u].param].bytes)
+      memcpy(c->staging[u], kaot_address(c, p->updates[u].value), (size_t)p->params[p->updates[u].param].bytes);
+  for (int pass = 1; pass <= 2; ++pass)
+    for (int u = 0; u < p->num_updates; ++u) {
+      if (c->mode[u] != pass) continue;
+      void** other = pass == 1 ? &c->owned[p->updates[u].value.index] : &c->staging[u];
+      void* t = c->params[p->updates[u].param];
+      c->params[p->updates[u].param] = *other;
+      *other = t;
+    }
+  for (int i = 0; i < p->num_inputs; ++i) c->inputs[i] = NULL;
+  return KILN_AOT_OK;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+static int kaot_target_take_params(kiln_aot_context* c, void** fresh) {
+  for (int i = 0; i < c->b.p->num_params; ++i) {
+    free(c->params[i]);
+    c->params[i] = fresh[i];
+    fresh[i] = NULL;
+  }
+  return KILN_AOT_OK;
+}
+
+static const void* kaot_target_param_bytes(const kiln_aot_context* c, int i, kaot_buf* tmp, int* rc) {
+  (void)tmp;
+  *rc = KILN_AOT_OK;
+  return c->params[i];
+}
+
+static int kaot_target_get_param(const kiln_aot_context* c, int i, void* dst) {
+  memcpy(dst, c->params[i], (size_t)c->b.p->params[i].bytes);
+  return KILN_AOT_OK;
+}
+
+static int kaot_target_set_param(kiln_aot_context* c, int i, const void* src) {
+  memcpy(c->params[i], src, (size_t)c->b.p->params[i].bytes);
+  return KILN_AOT_OK;
+}

@@ -1,0 +1,403 @@
+// CUDA libraries run without a GPU: the stand-in driver (FakeCudaDriver.cpp, loaded before any
+// library opens "libcuda.so.1") keeps "device" memory on the host and runs each launch of the
+// library on the host emulator of the CUDA backend's kernels (tests/codegen/CudaEmulation.h). So
+// the whole C runtime of CUDA libraries (aot/runtime/kiln_aot_cuda.c) runs here: the choice of the
+// cubin or the PTX, uploads of constants and weights, every launch with its bound arguments, the
+// update copies with their staging, the downloads, train_step, weights I/O, the driver's errors,
+// and the balance of contexts, allocations and modules. Results are compared with the CPU JIT
+// within the tolerances of the CUDA backend's tests.
+#include "AotCudaSupport.h"
+#include "FakeCudaDriver.h"
+
+#include "codegen/cpu/Program.h"
+#include "codegen/cuda/Layout.h"
+#include "ir/OpInfo.h"
+#include "tests/codegen/CudaEmulation.h"
+#include "tests/codegen/CudaTestSupport.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace kiln::aottest {
+namespace {
+
+constexpr int kOk = 0, kMemory = 4, kCuda = 7;
+constexpr int kLaunchFailed = 719;  // CUDA_ERROR_LAUNCH_FAILED
+
+/// The stand-in driver, loaded once per process by its path (its soname is libcuda.so.1).
+KilnFakeCuda& fake() {
+  static KilnFakeCuda* state = [] {
+    void* h = ::dlopen(KILN_FAKE_CUDA, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) throw std::runtime_error(std::string("dlopen of the fake driver: ") + ::dlerror());
+    auto get = reinterpret_cast<KilnFakeCuda* (*)()>(::dlsym(h, "kiln_fake_cuda"));
+    if (!get) throw std::runtime_error("the fake driver has no kiln_fake_cuda");
+    return get();
+  }();
+  return *state;
+}
+
+const char* const kHarnessAdditions = R"(#ifndef __noinline__
+#define __noinline__
+#endif
+template <class T> static T __shfl_sync(unsigned, T v, int src) {
+  const unsigned lane = threadIdx.x % 32;
+  KilnWarp& w = kiln_emu_this_warp();
+  std::memcpy(w.in[lane], &v, sizeof(T));
+  w.offset = src;
+  w.sync([](KilnWarp& w) {
+    for (int l = 0; l < 32; ++l) std::memcpy(w.out[l], w.in[w.offset], 8);
+  });
+  T r;
+  std::memcpy(&r, w.out[lane], sizeof(T));
+  return r;
+}
+)";
+
+/// A program's kernels on the host emulator, run launch by launch from the fake driver.
+class EmulatedDevice {
+ public:
+  explicit EmulatedDevice(const ir::Graph& g, passes::Precision precision = passes::Precision::F32)
+      : compiled_(passes::compiledCopy(g, precision, "")), layout_(cuda::layoutProgram(compiled_, 80, false)) {
+    for (const cuda::StepLayout& s : layout_.steps) args_[s.entry] = s.args.size();
+    // What the emulator's harness lacks (it serves the kernel tests, which need less), placed
+    // before the first kernel: __noinline__ (the parts of multi kernels) and the warp broadcast
+    // __shfl_sync, built like its __shfl_down_sync.
+    std::vector<cuda::RenderedKernel> rendered = layout_.rendered;
+    if (!rendered.empty()) rendered.front().code = kHarnessAdditions + rendered.front().code;
+    emulator_ = std::make_unique<cudatest::Emulator>(rendered);
+    KilnFakeCuda& f = fake();
+    f.launch = &EmulatedDevice::launch;
+    f.user = this;
+  }
+  ~EmulatedDevice() {
+    fake().launch = nullptr;
+    fake().user = nullptr;
+  }
+  const cuda::ProgramLayout& layout() const { return layout_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  static bool launch(void* user, const char* entry, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                     void** params) {
+    auto* d = static_cast<EmulatedDevice*>(user);
+    try {
+      auto it = d->args_.find(entry);
+      if (it == d->args_.end()) throw std::runtime_error(fmt::format("unknown entry {}", entry));
+      cuda::RenderedKernel r;
+      r.name = entry;
+      cuda::Step& s = r.steps.emplace_back();
+      s.launch.entry = entry;
+      for (int i = 0; i < 3; ++i) {
+        s.launch.grid[static_cast<size_t>(i)] = grid[i];
+        s.launch.block[static_cast<size_t>(i)] = static_cast<int32_t>(block[i]);
+      }
+      s.launch.sharedBytes = static_cast<int32_t>(shared);
+      std::vector<void*> buffers;
+      for (size_t a = 0; a < it->second; ++a) {
+        unsigned long long address = 0;
+        std::memcpy(&address, params[a], sizeof address);
+        buffers.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(address)));
+        s.launch.args.push_back(static_cast<cuda::BufferRef>(a));
+      }
+      d->emulator_->run(r, buffers, {});
+      return true;
+    } catch (const std::exception& e) {
+      d->error_ = fmt::format("launch of {}: {}", entry, e.what());
+      return false;
+    }
+  }
+
+  ir::Graph compiled_;
+  cuda::ProgramLayout layout_;
+  std::map<std::string, size_t> args_;
+  std::unique_ptr<cudatest::Emulator> emulator_;
+  std::string error_;
+};
+
+/// Nothing of a destroyed context is left in the driver.
+void expectBalanced(const std::string& what) {
+  const KilnFakeCuda& f = fake();
+  EXPECT_EQ(f.depth, 0) << what << ": contexts pushed and not popped";
+  EXPECT_EQ(f.retained, 0) << what << ": primary context retained";
+  EXPECT_EQ(f.allocations, 0) << what << ": device memory";
+  EXPECT_EQ(f.hostAllocations, 0) << what << ": pinned host memory";
+  EXPECT_EQ(f.modules, 0) << what << ": modules";
+  EXPECT_EQ(f.streams, 0) << what << ": streams";
+}
+
+class AotCudaEmulated : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cudatest::emulationAvailable(&why)) GTEST_SKIP() << "no host emulation: " << why;
+    KilnFakeCuda& f = fake();
+    f.ccMajor = 9;
+    f.ccMinor = 0;
+    f.failAllocs = false;
+    f.failLaunch = 0;
+    f.pendingError = 0;
+    f.freeBytes = size_t(16) << 30;
+  }
+};
+
+class AotCudaEmulatedZoo : public AotCudaEmulated, public ::testing::WithParamInterface<std::string> {};
+// Training steps on the emulator without lstm and transformer (minutes each on 2 cores in CI; the
+// runtime does the same per step whatever the model, and their kernels are emulated in
+// tests/codegen); the GPU test (AotCudaDeviceTest.cpp) trains every zoo model.
+class AotCudaEmulatedTraining : public AotCudaEmulatedZoo {};
+
+bool isMlp(const std::string& model) { return model.ends_with("_mlp"); }
+
+TEST_P(AotCudaEmulatedZoo, InferenceMatchesTheCpuJit) {
+  const std::string& model = GetParam();
+  Scratch s;
+  ir::Graph g = zooInference(model, 2);
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "m", s.dir);
+  aot::Library lib(r.library, "m");
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+  EXPECT_EQ(fake().loaded, "sm_90 cubin");
+  EXPECT_EQ(fake().depth, 0);
+  EXPECT_EQ(lib.numThreads(ctx), 1);
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  // Two runs for the MLPs, one for the larger programs (the emulator runs a CUDA thread as a thread).
+  const std::vector<uint64_t> seeds = isMlp(model) ? std::vector<uint64_t>{1, 2} : std::vector<uint64_t>{1};
+  for (uint64_t seed : seeds) {
+    const long launches = fake().launches;
+    interp::TensorMap in = modelInputs(g, seed);
+    interp::TensorMap got = runLibrary(lib, ctx, g, in);
+    EXPECT_EQ(fake().launches - launches, device.layout().launches);
+    EXPECT_EQ(device.error(), "");
+    kiln::testing::expectClose(jit->run(in), got, fmt::format("{} seed {}", model, seed), 0.1);
+    // The context keeps the last outputs.
+    const rt::HostTensor& first = got.at(g.outputs()[0].name);
+    ASSERT_NE(lib.output(ctx, 0), nullptr);
+    EXPECT_EQ(std::memcmp(lib.output(ctx, 0), first.data(), first.bytes()), 0);
+  }
+  EXPECT_EQ(fake().depth, 0);
+  lib.destroy(ctx);
+  expectBalanced(model);
+}
+
+TEST_P(AotCudaEmulatedTraining, TrainingStepsMatchTheCpuJit) {
+  Scratch s;
+  ir::Graph g = zooTrainStep(GetParam(), 2);
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "t", s.dir);
+  aot::Library lib(r.library, "t");
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  // Three steps for the MLPs (the optimizer's state carried over), one for the larger programs.
+  const int steps = isMlp(GetParam()) ? 3 : 1;
+  for (int step = 0; step < steps; ++step) {
+    const std::string what = fmt::format("{} step {}", GetParam(), step);
+    interp::TensorMap in = modelInputs(g, 7);
+    kiln::testing::expectClose(jit->run(in), runLibrary(lib, ctx, g, in), what, 1.0, 1.0);
+    kiln::testing::expectClose(jit->params(), libraryParams(lib, ctx, g), what + " parameters", 1.0);
+    EXPECT_EQ(device.error(), "");
+  }
+  lib.destroy(ctx);
+  expectBalanced(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, AotCudaEmulatedZoo, ::testing::ValuesIn(zooModelNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Models, AotCudaEmulatedTraining,
+                         ::testing::Values("tiny_mlp", "mnist_mlp", "digits_mlp", "simplenet", "cnn"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST_F(AotCudaEmulated, TrainStepAndWeightsIo) {
+  Scratch s;
+  ir::Graph g = zooTrainStep("tiny_mlp", 4);
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "t", s.dir);
+  ASSERT_TRUE(r.training);
+  aot::Library lib(r.library, "t");
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  kiln::testing::expectClose(jit->params(), libraryParams(lib, ctx, g), "initial parameters", 1.0);
+  for (int step = 0; step < 3; ++step) {
+    const std::string what = fmt::format("step {}", step);
+    interp::TensorMap in = modelInputs(g, 10 + static_cast<uint64_t>(step));
+    interp::TensorMap want = jit->run(in), got;
+    if (step < 2) {
+      got = runLibrary(lib, ctx, g, in);
+    } else {  // the last one through train_step
+      float loss = -1;
+      ASSERT_EQ(lib.trainStep(ctx, in.at(g.inputs()[0]->name).data(), in.at(g.inputs()[1]->name).data(), 0.01f, &loss),
+                kOk)
+          << lib.errorMessage();
+      EXPECT_NEAR(loss, want.at("loss").at(0), 1e-4 * std::max(1.0, std::abs(want.at("loss").at(0))));
+      for (size_t o = 0; o < g.outputs().size(); ++o) {
+        const ir::Value* v = g.outputs()[o].value;
+        rt::HostTensor t(v->type.dtype, v->type.shape);
+        std::memcpy(t.data(), lib.output(ctx, static_cast<int>(o)), t.bytes());
+        got.insert_or_assign(g.outputs()[o].name, std::move(t));
+      }
+    }
+    EXPECT_EQ(device.error(), "");
+    kiln::testing::expectClose(want, got, what, 1.0, 1.0);
+    kiln::testing::expectClose(jit->params(), libraryParams(lib, ctx, g), what + " parameters", 1.0);
+  }
+  // Weights out and in again: a second context starts where the first is.
+  const std::string saved = (s.dir / "after.safetensors").string();
+  ASSERT_EQ(lib.saveWeights(ctx, saved.c_str()), kOk) << lib.errorMessage();
+  void* again = nullptr;
+  ASSERT_EQ(lib.create(&again, saved.c_str(), 0), kOk) << lib.errorMessage();
+  kiln::testing::expectIdentical(libraryParams(lib, ctx, g), libraryParams(lib, again, g), "reloaded");
+  // set_param, then load_weights puts it back.
+  const ir::Value* w = g.params().at(0).value;
+  rt::HostTensor ones(w->type.dtype, w->type.shape);
+  for (int64_t i = 0; i < ones.numel(); ++i) ones.set(i, 1.0);
+  ASSERT_EQ(lib.setParam(again, w->name.c_str(), ones.data(), ones.bytes()), kOk) << lib.errorMessage();
+  kiln::testing::expectIdentical({{w->name, ones}}, {{w->name, libraryParams(lib, again, g).at(w->name)}}, "set_param");
+  ASSERT_EQ(lib.loadWeights(again, saved.c_str()), kOk) << lib.errorMessage();
+  kiln::testing::expectIdentical(libraryParams(lib, ctx, g), libraryParams(lib, again, g), "load_weights");
+  EXPECT_EQ(fake().depth, 0);
+  lib.destroy(again);
+  lib.destroy(ctx);
+  expectBalanced("training");
+}
+
+/// Updates that need staging: a and b trade values, d takes the input, c counts the runs.
+TEST_F(AotCudaEmulated, UpdateCopiesAreStagedAsTheJitStagesThem) {
+  ir::Graph g("swap");
+  const ir::TensorType t{DType::f32, {4}};
+  ir::Value* a = g.addParam("a", t, {ir::Initializer::Kind::Constant, 1.0});
+  ir::Value* b = g.addParam("b", t, {ir::Initializer::Kind::Constant, 2.0});
+  ir::Value* c = g.addParam("c", t, {ir::Initializer::Kind::Zeros});
+  ir::Value* d = g.addParam("d", t, {ir::Initializer::Kind::Zeros});
+  ir::Value* x = g.addInput("x", t);
+  auto add = [&](ir::Value* l, ir::Value* r) { return g.addNode(*ir::opFromName("add"), {l, r}, {}); };
+  g.addOutput("y", add(add(a, x), d));
+  g.addUpdate(a, b);
+  g.addUpdate(b, a);
+  g.addUpdate(c, add(c, g.addNode(*ir::opFromName("exp"), {add(d, g.addNode(*ir::opFromName("neg"), {d}, {}))}, {})));
+  g.addUpdate(d, x);
+  Scratch s;
+  EmulatedDevice device(g);
+  int staged = 0;
+  for (const auto& u : device.layout().updates) staged += u.staged;
+  EXPECT_EQ(staged, 3);  // a, b and d: values that are parameters or inputs
+  aot::ExportResult r = exportCuda(g, "swap", s.dir);
+  ASSERT_TRUE(fs::exists(r.library));
+  aot::Library lib(r.library, "swap");
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  for (int run = 0; run < 3; ++run) {
+    interp::TensorMap in = modelInputs(g, 30 + static_cast<uint64_t>(run));
+    kiln::testing::expectIdentical(jit->run(in), runLibrary(lib, ctx, g, in), fmt::format("run {}", run));
+    kiln::testing::expectIdentical(jit->params(), libraryParams(lib, ctx, g), fmt::format("run {} parameters", run));
+  }
+  lib.destroy(ctx);
+  expectBalanced("swap");
+}
+
+TEST_F(AotCudaEmulated, EmbeddedWeightsNeedNoFile) {
+  Scratch s;
+  ir::Graph g = zooInference("digits_mlp", 3);
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "emb", s.dir, passes::Precision::F32, /*embedWeights=*/true);
+  aot::Library lib(r.library, "emb");
+  ASSERT_NE(lib.forward, nullptr);
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, nullptr, 0), kOk) << lib.errorMessage();
+  interp::TensorMap in = modelInputs(g, 4);
+  rt::HostTensor out(g.outputs()[0].value->type.dtype, g.outputs()[0].value->type.shape);
+  ASSERT_EQ(lib.forward(ctx, in.at(g.inputs()[0]->name).data(), out.data()), kOk) << lib.errorMessage();
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  kiln::testing::expectClose(jit->run(in), {{g.outputs()[0].name, out}}, "embedded", 0.1);
+  lib.destroy(ctx);
+  expectBalanced("embedded");
+}
+
+TEST_F(AotCudaEmulated, PicksTheCubinOrThePtxForTheDevice) {
+  Scratch s;
+  ir::Graph g = zooInference("tiny_mlp", 2);
+  aot::ExportResult r = exportCuda(g, "arch", s.dir);
+  aot::Library lib(r.library, "arch");
+  const struct {
+    int major, minor;
+    const char* loaded;
+  } cases[] = {{8, 0, "sm_80 cubin"}, {8, 6, "sm_80 cubin"}, {8, 9, "sm_80 cubin"}, {9, 0, "sm_90 cubin"},
+               {10, 0, "ptx sm_80"},  {12, 0, "ptx sm_80"}};
+  for (const auto& c : cases) {
+    fake().ccMajor = c.major;
+    fake().ccMinor = c.minor;
+    fake().loaded.clear();
+    void* ctx = nullptr;
+    ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+    EXPECT_EQ(fake().loaded, c.loaded) << c.major << "." << c.minor;
+    lib.destroy(ctx);
+    expectBalanced(fmt::format("{}.{}", c.major, c.minor));
+  }
+  fake().ccMajor = 7;
+  fake().ccMinor = 5;
+  void* ctx = reinterpret_cast<void*>(1);
+  EXPECT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kCuda);
+  EXPECT_EQ(ctx, nullptr);
+  const std::string message = lib.errorMessage();
+  EXPECT_NE(message.find("compute capability 7.5"), std::string::npos) << message;
+  EXPECT_NE(message.find("sm_80, sm_90"), std::string::npos) << message;
+  expectBalanced("7.5");
+}
+
+TEST_F(AotCudaEmulated, DriverErrorsNameTheCallAndTheResult) {
+  Scratch s;
+  ir::Graph g = zooInference("tiny_mlp", 2);
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "err", s.dir);
+  aot::Library lib(r.library, "err");
+  auto message = [&] { return std::string(lib.errorMessage()); };
+  void* ctx = nullptr;
+
+  fake().freeBytes = 1000;
+  EXPECT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kMemory);
+  EXPECT_NE(message().find("of device memory"), std::string::npos) << message();
+  fake().freeBytes = size_t(16) << 30;
+  fake().failAllocs = true;
+  EXPECT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kMemory);
+  EXPECT_NE(message().find("cuMemAlloc"), std::string::npos) << message();
+  EXPECT_NE(message().find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << message();
+  fake().failAllocs = false;
+  expectBalanced("failed creates");
+
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << message();
+  interp::TensorMap in = modelInputs(g, 3);
+  int status = -1;
+  fake().failLaunch = kLaunchFailed;
+  runLibrary(lib, ctx, g, in, &status);
+  EXPECT_EQ(status, kCuda);
+  EXPECT_NE(message().find("cuLaunchKernel('"), std::string::npos) << message();
+  EXPECT_NE(message().find("CUDA_ERROR_LAUNCH_FAILED"), std::string::npos) << message();
+  EXPECT_NE(message().find("err"), std::string::npos) << message();
+  fake().failLaunch = 0;
+  fake().pendingError = kLaunchFailed;  // a kernel fault: reported by the synchronisation
+  runLibrary(lib, ctx, g, in, &status);
+  EXPECT_EQ(status, kCuda);
+  EXPECT_NE(message().find("cuStreamSynchronize"), std::string::npos) << message();
+  const std::string saved = (s.dir / "w.safetensors").string();
+  EXPECT_EQ(lib.saveWeights(ctx, saved.c_str()), kCuda);
+  EXPECT_FALSE(fs::exists(saved));
+  fake().pendingError = 0;
+  EXPECT_EQ(fake().depth, 0);
+  // Argument errors are the CPU library's.
+  EXPECT_EQ(lib.run(ctx, nullptr, nullptr), 1);
+  EXPECT_EQ(lib.loadWeights(ctx, (s.dir / "none.safetensors").c_str()), 2);
+  runLibrary(lib, ctx, g, in);
+  lib.destroy(ctx);
+  expectBalanced("errors");
+}
+
+}  // namespace
+}  // namespace kiln::aottest

@@ -1,0 +1,211 @@
+// A stand-in for the CUDA driver (built as libcuda.so.1, soname libcuda.so.1, in a folder of its
+// own) so that the runtime of CUDA libraries (aot/runtime/kiln_aot_cuda.c) runs without a GPU:
+// "device memory" is host memory, copies are memcpy, streams run nothing asynchronously, and a
+// kernel launch calls the test's launcher (FakeCudaDriver.h), which runs the rendered kernel on the
+// host emulator. A test dlopens this file by its path before it creates a context: the library's
+// dlopen("libcuda.so.1") then finds it already loaded (by soname).
+//
+// The entry points are defined through cuda.h's declarations, so their types and (versioned) names
+// are the real driver's.
+#include "tests/aot/FakeCudaDriver.h"
+
+#include <cuda.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace {
+
+KilnFakeCuda state;
+
+struct Function {
+  std::string name;
+};
+
+CUresult fail(CUresult r, const std::string& what) {
+  state.lastError = what;
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) KilnFakeCuda* kiln_fake_cuda() { return &state; }
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+  switch (error) {
+    case CUDA_SUCCESS: *pStr = "CUDA_SUCCESS"; return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY: *pStr = "CUDA_ERROR_OUT_OF_MEMORY"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NO_DEVICE: *pStr = "CUDA_ERROR_NO_DEVICE"; return CUDA_SUCCESS;
+    case CUDA_ERROR_LAUNCH_FAILED: *pStr = "CUDA_ERROR_LAUNCH_FAILED"; return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND: *pStr = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_IMAGE: *pStr = "CUDA_ERROR_INVALID_IMAGE"; return CUDA_SUCCESS;
+    default: *pStr = nullptr; return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+  *pStr = error == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : error == CUDA_ERROR_LAUNCH_FAILED ? "unspecified launch failure" : "fake";
+  return CUDA_SUCCESS;
+}
+// NVRTC, too, opens libcuda.so.1 when it is loaded (cuInit, then this private interface): it
+// gets nothing and compiles as it does without a driver.
+CUresult CUDAAPI cuGetExportTable(const void** table, const CUuuid*) {
+  *table = nullptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult CUDAAPI cuInit(unsigned int) { return static_cast<CUresult>(state.initResult); }
+CUresult CUDAAPI cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  *count = state.devices;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  if (ordinal >= state.devices) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice) {
+  std::strncpy(name, "kiln fake GPU", static_cast<size_t>(len));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice) {
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = state.ccMajor; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = state.ccMinor; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = 227 * 1024; break;
+    default: return fail(CUDA_ERROR_INVALID_VALUE, "cuDeviceGetAttribute: unexpected attribute");
+  }
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice) {
+  ++state.retained;
+  *pctx = reinterpret_cast<CUcontext>(&state);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) {
+  --state.retained;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext) {
+  ++state.depth;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx) {
+  if (state.depth == 0) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxPopCurrent without a push");
+  --state.depth;
+  if (pctx) *pctx = reinterpret_cast<CUcontext>(&state);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemGetInfo(size_t* freeBytes, size_t* total) {
+  *freeBytes = state.freeBytes;
+  *total = state.freeBytes * 2;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
+  if (state.depth == 0) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAlloc without a current context");
+  if (state.failAllocs) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xa5, bytes);  // device memory starts as garbage
+  ++state.allocations;
+  *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+  std::free(reinterpret_cast<void*>(p));
+  --state.allocations;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytes, unsigned int) {
+  *pp = std::malloc(bytes ? bytes : 1);
+  ++state.hostAllocations;
+  return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  std::free(p);
+  --state.hostAllocations;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+  std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream) {
+  std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) {
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream) {
+  std::memset(reinterpret_cast<void*>(dst), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
+  ++state.streams;
+  *s = reinterpret_cast<CUstream>(new char);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamDestroy(CUstream s) {
+  --state.streams;
+  delete reinterpret_cast<char*>(s);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamSynchronize(CUstream) {
+  if (state.pendingError != CUDA_SUCCESS) return static_cast<CUresult>(state.pendingError);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+  const auto* b = static_cast<const unsigned char*>(image);
+  if (std::memcmp(b, "\x7f" "ELF", 4) == 0) {
+    uint32_t flags = 0;
+    std::memcpy(&flags, b + 48, 4);  // e_flags of an ELF64 header; the SM in bits 8-15
+    state.loaded = "sm_" + std::to_string((flags >> 8) & 0xff) + " cubin";
+  } else if (std::strstr(static_cast<const char*>(image), ".target sm_")) {
+    state.loaded = std::string("ptx ") + (std::strstr(static_cast<const char*>(image), ".target sm_") + 8);
+    state.loaded.resize(state.loaded.find('\n'));
+  } else {
+    return fail(CUDA_ERROR_INVALID_IMAGE, "neither a cubin nor PTX");
+  }
+  ++state.modules;
+  *module = reinterpret_cast<CUmodule>(new char);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleUnload(CUmodule m) {
+  --state.modules;
+  delete reinterpret_cast<char*>(m);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  *f = reinterpret_cast<CUfunction>(new Function{name});  // leaked: as many as the tests look up
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction) {
+  *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? 48 * 1024 : 0;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int value) {
+  state.sharedRaisedTo = value;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned shared, CUstream, void** params, void**) {
+  if (state.depth == 0) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuLaunchKernel without a current context");
+  if (state.failLaunch != CUDA_SUCCESS) return static_cast<CUresult>(state.failLaunch);
+  ++state.launches;
+  if (!state.launch) return CUDA_SUCCESS;
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  if (!state.launch(state.user, reinterpret_cast<Function*>(f)->name.c_str(), grid, block, shared, params)) {
+    state.pendingError = static_cast<int>(CUDA_ERROR_LAUNCH_FAILED);  // reported at the next synchronisation, as a fault is
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
