@@ -4,6 +4,7 @@
 #include "codegen/cpu/KernelAbi.h"
 #include "codegen/cpu/Render.h"
 #include "kernels/Kernel.h"
+#include "kernels/Placement.h"
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
 #include "support/File.h"
@@ -60,54 +61,26 @@ void writeKernelDumps(const std::string& dir) {
 }
 
 
-/// Places every value the kernels, outputs and updates use: inputs and parameters where they
-/// are, planned values in the arena, the rest (and constants) in owned buffers.
-class Placer {
- public:
-  Placer(const ir::Graph& graph, ProgramLayout& layout) : graph_(graph), layout_(layout) {
-    if (const ir::MemoryPlan* plan = graph.plan()) {
-      for (const ir::BufferSlot& s : plan->slots) slots_.emplace(s.value, s.offset);
-      layout.arenaBytes = plan->arenaBytes;
-    }
-  }
-
-  Location place(const ir::Value* v) {
-    if (auto it = where_.find(v); it != where_.end()) return it->second;
-    Location at;
-    const bool constant = v->producer && v->producer->op == ir::OpKind::Constant;
-    if (v->kind == ir::ValueKind::Input) {
-      const auto& ins = graph_.inputs();
-      at = {Location::Kind::Input, static_cast<size_t>(std::find(ins.begin(), ins.end(), v) - ins.begin())};
-    } else if (v->kind == ir::ValueKind::Param) {
-      for (size_t i = 0; i < graph_.params().size(); ++i)
-        if (graph_.params()[i].value == v) at = {Location::Kind::Param, i};
-    } else if (auto it = slots_.find(v); it != slots_.end() && !constant) {
-      at = {Location::Kind::Arena, 0, it->second};  // constant data is kept apart, filled once
-    } else {
-      rt::HostTensor t(v->type.dtype, v->type.shape);
-      if (constant) {
-        const std::vector<double>& values = v->producer->attrFloats("value");
-        for (int64_t i = 0; i < t.numel(); ++i) t.set(i, values.size() == 1 ? values[0] : values[static_cast<size_t>(i)]);
-      }
-      at = {Location::Kind::Own, layout_.owned.size()};
-      layout_.owned.push_back(std::move(t));
-      layout_.ownedIsConstant.push_back(constant);
-    }
-    where_.emplace(v, at);
-    return at;
-  }
-
- private:
-  const ir::Graph& graph_;
-  ProgramLayout& layout_;
-  std::unordered_map<const ir::Value*, int64_t> slots_;
-  std::unordered_map<const ir::Value*, Location> where_;
-};
+/// Places every value of the program (kernels/Placement.h); owned buffers start zeroed, constants
+/// hold their values.
+auto placerFor(const ir::Graph& graph, ProgramLayout& layout) {
+  auto own = [&layout](const ir::Value* v, bool constant) {
+    rt::HostTensor t(v->type.dtype, v->type.shape);
+    if (constant)
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, kernels::constantElement(*v, i));
+    layout.owned.push_back(std::move(t));
+    layout.ownedIsConstant.push_back(constant);
+    return layout.owned.size() - 1;
+  };
+  kernels::ValuePlacer<Location, decltype(own)> placer(graph, own);
+  layout.arenaBytes = placer.arenaBytes();
+  return placer;
+}
 
 /// The layout of `graph`'s program made of `kernels`.
 ProgramLayout layOut(const ir::Graph& graph, const std::vector<kernels::Kernel>& kernels, const VectorIsa& isa) {
   ProgramLayout layout;
-  Placer placer(graph, layout);
+  auto placer = placerFor(graph, layout);
   for (const ir::Value* v : graph.inputs()) placer.place(v);
   for (const ir::Param& p : graph.params()) placer.place(p.value);
   for (const kernels::Kernel& k : kernels) {

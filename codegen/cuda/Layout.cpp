@@ -1,5 +1,6 @@
 #include "codegen/cuda/Layout.h"
 
+#include "kernels/Placement.h"
 #include "support/Error.h"
 
 #include <algorithm>
@@ -13,52 +14,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-/// Places every value the kernels, outputs and updates use: inputs and parameters where they are,
-/// planned values in the arena, the rest (and constants, uploaded once) in owned buffers.
-class Placer {
- public:
-  Placer(const ir::Graph& graph, ProgramLayout& layout) : graph_(graph), layout_(layout) {
-    if (const ir::MemoryPlan* plan = graph.plan()) {
-      for (const ir::BufferSlot& s : plan->slots) slots_.emplace(s.value, s.offset);
-      layout.arenaBytes = plan->arenaBytes;
+/// Places every value of the program (kernels/Placement.h); constants keep their values, to be
+/// uploaded once.
+auto placerFor(const ir::Graph& graph, ProgramLayout& layout) {
+  auto own = [&layout](const ir::Value* v, bool constant) {
+    ProgramLayout::Owned o;
+    o.type = v->type;
+    o.constant = constant;
+    if (constant) {
+      o.value = rt::HostTensor(v->type.dtype, v->type.shape);
+      for (int64_t i = 0; i < o.value.numel(); ++i) o.value.set(i, kernels::constantElement(*v, i));
     }
-  }
-
-  Location place(const ir::Value* v) {
-    if (auto it = where_.find(v); it != where_.end()) return it->second;
-    Location at;
-    const bool constant = v->producer && v->producer->op == ir::OpKind::Constant;
-    if (v->kind == ir::ValueKind::Input) {
-      const auto& ins = graph_.inputs();
-      at = {Location::Kind::Input, static_cast<size_t>(std::find(ins.begin(), ins.end(), v) - ins.begin())};
-    } else if (v->kind == ir::ValueKind::Param) {
-      for (size_t i = 0; i < graph_.params().size(); ++i)
-        if (graph_.params()[i].value == v) at = {Location::Kind::Param, i};
-    } else if (auto it = slots_.find(v); it != slots_.end() && !constant) {
-      at = {Location::Kind::Arena, 0, it->second};
-    } else {
-      ProgramLayout::Owned own;
-      own.type = v->type;
-      own.constant = constant;
-      if (constant) {
-        own.value = rt::HostTensor(v->type.dtype, v->type.shape);
-        const std::vector<double>& values = v->producer->attrFloats("value");
-        for (int64_t i = 0; i < own.value.numel(); ++i)
-          own.value.set(i, values.size() == 1 ? values[0] : values[static_cast<size_t>(i)]);
-      }
-      at = {Location::Kind::Own, layout_.owned.size()};
-      layout_.owned.push_back(std::move(own));
-    }
-    where_.emplace(v, at);
-    return at;
-  }
-
- private:
-  const ir::Graph& graph_;
-  ProgramLayout& layout_;
-  std::unordered_map<const ir::Value*, int64_t> slots_;
-  std::unordered_map<const ir::Value*, Location> where_;
-};
+    layout.owned.push_back(std::move(o));
+    return layout.owned.size() - 1;
+  };
+  kernels::ValuePlacer<Location, decltype(own)> placer(graph, own);
+  layout.arenaBytes = placer.arenaBytes();
+  return placer;
+}
 
 uint32_t dim(int64_t v, const char* what, const std::string& entry) {
   KILN_CHECK(v >= 1 && v <= INT32_MAX, "launch of '{}': {} dimension {} is out of range", entry, what, v);
@@ -83,7 +56,7 @@ ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt) {
   L.renderMs = msSince(t0);
 
   // Placement order: inputs, parameters, the kernels' buffers, outputs, update values.
-  Placer placer(graph, L);
+  auto placer = placerFor(graph, L);
   for (const ir::Value* v : graph.inputs()) placer.place(v);
   for (const ir::Param& p : graph.params()) placer.place(p.value);
   for (const kernels::Kernel& k : L.kernels)
