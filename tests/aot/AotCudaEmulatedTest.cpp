@@ -42,23 +42,6 @@ KilnFakeCuda& fake() {
   return *state;
 }
 
-const char* const kHarnessAdditions = R"(#ifndef __noinline__
-#define __noinline__
-#endif
-template <class T> static T __shfl_sync(unsigned, T v, int src) {
-  const unsigned lane = threadIdx.x % 32;
-  KilnWarp& w = kiln_emu_this_warp();
-  std::memcpy(w.in[lane], &v, sizeof(T));
-  w.offset = src;
-  w.sync([](KilnWarp& w) {
-    for (int l = 0; l < 32; ++l) std::memcpy(w.out[l], w.in[w.offset], 8);
-  });
-  T r;
-  std::memcpy(&r, w.out[lane], sizeof(T));
-  return r;
-}
-)";
-
 /// A program's kernels on the host emulator, run launch by launch from the fake driver.
 class EmulatedDevice {
  public:
@@ -69,7 +52,7 @@ class EmulatedDevice {
     // before the first kernel: __noinline__ (the parts of multi kernels) and the warp broadcast
     // __shfl_sync, built like its __shfl_down_sync.
     std::vector<cuda::RenderedKernel> rendered = layout_.rendered;
-    if (!rendered.empty()) rendered.front().code = kHarnessAdditions + rendered.front().code;
+    if (!rendered.empty()) rendered.front().code = cudatest::kEmulatorShim + rendered.front().code;
     emulator_ = std::make_unique<cudatest::Emulator>(rendered);
     KilnFakeCuda& f = fake();
     f.launch = &EmulatedDevice::launch;

@@ -71,4 +71,25 @@ class EmulatedGraphs {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Two CUDA constructs the emulator's harness lacks and the nest kernels use: __noinline__
+/// (multi-kernel parts) and __shfl_sync (a warp's broadcast of its reduced value), defined with
+/// the harness's warp exchange. Prepend it to the first kernel's code.
+inline constexpr const char* kEmulatorShim = R"(
+#ifndef __noinline__
+#define __noinline__ __attribute__((noinline))
+#endif
+template <class T> static T __shfl_sync(unsigned, T v, int src) {
+  const unsigned lane = threadIdx.x % 32;
+  KilnWarp& w = kiln_emu_this_warp();
+  std::memcpy(w.in[lane], &v, sizeof(T));
+  w.offset = src;
+  w.sync([](KilnWarp& w) {
+    for (int l = 0; l < 32; ++l) std::memcpy(w.out[l], w.in[w.offset], 8);
+  });
+  T r;
+  std::memcpy(&r, w.out[lane], sizeof(T));
+  return r;
+}
+)";
+
 }  // namespace kiln::cudatest

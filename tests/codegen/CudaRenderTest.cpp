@@ -260,27 +260,6 @@ TEST(CudaRender, EveryStrategyCompilesWithNvrtc) {
 
 // ---- (d) what the nest kernels compute, on the host emulator ---------------------------------------
 
-// The emulator's harness lacks two CUDA constructs the nest kernels use: __noinline__ (multi-kernel
-// parts) and __shfl_sync (a warp's broadcast of its reduced value). Defined here, before the first
-// kernel, with the harness's warp exchange.
-const char* kEmulatorShim = R"(
-#ifndef __noinline__
-#define __noinline__ __attribute__((noinline))
-#endif
-template <class T> static T __shfl_sync(unsigned, T v, int src) {
-  const unsigned lane = threadIdx.x % 32;
-  KilnWarp& w = kiln_emu_this_warp();
-  std::memcpy(w.in[lane], &v, sizeof(T));
-  w.offset = src;
-  w.sync([](KilnWarp& w) {
-    for (int l = 0; l < 32; ++l) std::memcpy(w.out[l], w.in[w.offset], 8);
-  });
-  T r;
-  std::memcpy(&r, w.out[lane], sizeof(T));
-  return r;
-}
-)";
-
 /// Random inputs: floats uniform in [-2, 2], integers in [-50, 50], bools.
 interp::TensorMap randomInputsOf(const ir::Graph& g, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -385,7 +364,7 @@ TEST(CudaRender, NestKernelsComputeWhatTheInterpreterDoes) {
   auto render = [&](const kernels::Kernel& k) {
     EXPECT_FALSE(k.op || k.hasContraction) << k.name << " is not a nest kernel";
     cuda::RenderedKernel r = cuda::renderKernel(k);
-    if (first) r.code = kEmulatorShim + r.code;
+    if (first) r.code = cudatest::kEmulatorShim + r.code;
     first = false;
     return r;
   };
