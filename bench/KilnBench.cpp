@@ -61,7 +61,8 @@ std::pair<double, int> timeRuns(Run&& run, double minSeconds) {
 }
 
 std::pair<double, int> timeRuns(cpu::Program& program, const interp::TensorMap& in, double minSeconds) {
-  return timeRuns([&] { program.run(in); }, minSeconds);
+  interp::TensorMap out;  // kept: the runs write into it, as a loop of a user's would
+  return timeRuns([&] { program.run(in, out); }, minSeconds);
 }
 
 void report(const std::string& workload, double ms, int runs, double compileMs) {

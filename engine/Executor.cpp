@@ -32,14 +32,18 @@ interp::TensorMap known(const ir::Graph& g, const interp::TensorMap& params) {
   return out;
 }
 
-/// Only the graph's inputs (callers may pass more, e.g. labels to an inference graph).
+/// Checks that `inputs` names every input of `g` (callers may pass more, e.g. labels to an
+/// inference graph; the compiled programs ignore those).
+void requireInputs(const ir::Graph& g, const interp::TensorMap& inputs) {
+  for (const ir::Value* v : g.inputs())
+    KILN_CHECK(inputs.count(v->name), "missing input '{}' ({}) of @{}", v->name, v->type.str(), g.name());
+}
+
+/// Only the graph's inputs, copied (for the interpreter, which takes nothing else).
 interp::TensorMap graphInputs(const ir::Graph& g, const interp::TensorMap& inputs) {
+  requireInputs(g, inputs);
   interp::TensorMap out;
-  for (const ir::Value* v : g.inputs()) {
-    auto it = inputs.find(v->name);
-    KILN_CHECK(it != inputs.end(), "missing input '{}' ({}) of @{}", v->name, v->type.str(), g.name());
-    out.emplace(v->name, it->second);
-  }
+  for (const ir::Value* v : g.inputs()) out.emplace(v->name, inputs.at(v->name));
   return out;
 }
 
@@ -47,6 +51,7 @@ class InterpExecutor final : public Executor {
  public:
   explicit InterpExecutor(const ir::Graph& g) : graph_(g.clone()), params_(interp::initializeParams(graph_)) {}
 
+  using Executor::run;
   interp::TensorMap run(const interp::TensorMap& inputs) override {
     interp::TensorMap updated;
     interp::TensorMap out = interp::run(graph_, graphInputs(graph_, inputs), params_, &updated);
@@ -81,7 +86,16 @@ class CompiledExecutor final : public Executor {
   }
 
   interp::TensorMap run(const interp::TensorMap& inputs) override {
-    return program_->run(graphInputs(program_->graph(), inputs));
+    requireInputs(program_->graph(), inputs);
+    return program_->run(inputs);
+  }
+  void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) override {
+    if constexpr (requires { program_->run(inputs, outputs); }) {
+      requireInputs(program_->graph(), inputs);
+      program_->run(inputs, outputs);
+    } else {
+      Executor::run(inputs, outputs);
+    }
   }
   void setParams(const interp::TensorMap& params) override { program_->setParams(known(program_->graph(), params)); }
   interp::TensorMap params() const override { return program_->params(); }
@@ -126,12 +140,16 @@ class AutoExecutor final : public Executor {
   }
 
   interp::TensorMap run(const interp::TensorMap& inputs) override {
+    interp::TensorMap out;
+    run(inputs, out);
+    return out;
+  }
+  void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) override {
     const auto t0 = std::chrono::steady_clock::now();
-    interp::TensorMap out = current_->run(inputs);
+    current_->run(inputs, outputs);
     if (runs_++ > 0)  // the first run includes one-time work (CUDA graph capture)
       times_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (static_cast<int>(times_.size()) == kCheckAfter) check(inputs);
-    return out;
   }
   void setParams(const interp::TensorMap& params) override { current_->setParams(params); }
   interp::TensorMap params() const override { return current_->params(); }

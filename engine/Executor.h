@@ -67,6 +67,12 @@ class Executor {
   /// Runs the graph once: every graph input by name, exact dtype and shape (extra entries are
   /// ignored). Returns the outputs by name; parameters the graph updates take their new values.
   virtual interp::TensorMap run(const interp::TensorMap& inputs) = 0;
+  /// As run(inputs), into `outputs`: on the cpu target an entry that already has its output's
+  /// dtype and shape is reused — nothing is allocated or copied for it (cpu::Program::run) —, so a
+  /// loop that keeps `outputs` allocates nothing per step. Other targets replace the entries.
+  virtual void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) {
+    for (auto& [name, t] : run(inputs)) outputs.insert_or_assign(name, std::move(t));
+  }
   /// Replaces the parameters named in `params` that this graph has (others are ignored; a
   /// parameter of another dtype or shape is a kiln::Error).
   virtual void setParams(const interp::TensorMap& params) = 0;

@@ -14,6 +14,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -191,6 +192,11 @@ struct Program::Impl {
   std::vector<std::vector<void*>> tables;
   std::vector<double> kernelMicros;  // ProgramOptions::profile: summed over profiledRuns
   int64_t profiledRuns = 0;
+  /// Per graph output: whether its buffer is the program's own and holds nothing else (no
+  /// constant, no update value, no other output), so it may trade places with a caller's tensor.
+  std::vector<bool> outputTradable;
+
+  void execute(const interp::TensorMap& inputs);
 
   void* address(const Location& at) {
     switch (at.kind) {
@@ -237,42 +243,64 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.inputs.assign(I.graph.inputs().size(), nullptr);
   I.tables.resize(I.layout.kernels.size());
   I.kernelMicros.assign(I.layout.kernels.size(), 0.0);
+  for (const Location& at : I.layout.outputs) {
+    bool alone = at.kind == Location::Kind::Own && !I.layout.ownedIsConstant[at.index] &&
+                 std::count(I.layout.outputs.begin(), I.layout.outputs.end(), at) == 1;
+    for (const ProgramLayout::UpdateCopy& u : I.layout.updates) alone = alone && u.value != at;
+    I.outputTradable.push_back(alone);
+  }
   return program;
 }
 
-interp::TensorMap Program::run(const interp::TensorMap& inputs) {
-  Impl& I = *impl_;
-  const auto& graphInputs = I.graph.inputs();
+void Program::Impl::execute(const interp::TensorMap& given) {
+  const auto& graphInputs = graph.inputs();
   for (size_t i = 0; i < graphInputs.size(); ++i) {
     const ir::Value* v = graphInputs[i];
-    auto it = inputs.find(v->name);
-    KILN_CHECK(it != inputs.end(), "missing input '{}' ({})", v->name, v->type.str());
+    auto it = given.find(v->name);
+    KILN_CHECK(it != given.end(), "missing input '{}' ({})", v->name, v->type.str());
     const rt::HostTensor& t = it->second;
     KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
                t.typeStr(), v->type.str());
-    I.inputs[i] = const_cast<void*>(t.data());  // kernels never write inputs
+    inputs[i] = const_cast<void*>(t.data());  // kernels never write inputs
   }
-  rt::ThreadPool* pool = I.options.pool;
-  for (size_t k = 0; k < I.layout.kernels.size(); ++k) {
-    std::vector<void*>& table = I.tables[k];
+  rt::ThreadPool* pool = options.pool;
+  for (size_t k = 0; k < layout.kernels.size(); ++k) {
+    std::vector<void*>& table = tables[k];
     table.clear();
-    for (const Location& at : I.layout.kernels[k].args) table.push_back(I.address(at));
-    table.push_back(I.scratch.data());
-    if (!I.options.profile) {
-      I.functions[k](table.data(), pool);
+    for (const Location& at : layout.kernels[k].args) table.push_back(address(at));
+    table.push_back(scratch.data());
+    if (!options.profile) {
+      functions[k](table.data(), pool);
       continue;
     }
     const auto t0 = Clock::now();
-    I.functions[k](table.data(), pool);
-    I.kernelMicros[k] += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    functions[k](table.data(), pool);
+    kernelMicros[k] += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
-  I.profiledRuns += I.options.profile;
+  profiledRuns += options.profile;
+}
+
+interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   interp::TensorMap outputs;
+  run(inputs, outputs);
+  return outputs;
+}
+
+void Program::run(const interp::TensorMap& inputs, interp::TensorMap& outputs) {
+  Impl& I = *impl_;
+  I.execute(inputs);
   for (size_t i = 0; i < I.graph.outputs().size(); ++i) {
     const ir::Output& o = I.graph.outputs()[i];
-    rt::HostTensor t(o.value->type.dtype, o.value->type.shape);
-    std::memcpy(t.data(), I.address(I.layout.outputs[i]), t.bytes());
-    outputs.insert_or_assign(o.name, std::move(t));
+    auto it = outputs.find(o.name);
+    const bool fits = it != outputs.end() && it->second.dtype() == o.value->type.dtype &&
+                      it->second.shape() == o.value->type.shape;
+    if (fits && I.outputTradable[i]) {
+      // The caller's tensor becomes the buffer the next run writes this output into.
+      std::swap(it->second, I.layout.owned[I.layout.outputs[i].index]);
+      continue;
+    }
+    if (!fits) it = outputs.insert_or_assign(o.name, rt::HostTensor(o.value->type.dtype, o.value->type.shape)).first;
+    std::memcpy(it->second.data(), I.address(I.layout.outputs[i]), it->second.bytes());
   }
   // New parameter values: an owned update buffer trades places with the parameter (its old
   // bytes become next step's update buffer); anything else (an input, another parameter, a value
@@ -292,7 +320,6 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   }
   for (auto [param, own] : trades) std::swap(I.params[param], I.layout.owned[own]);
   for (auto& [param, t] : copies) I.params[param] = std::move(t);
-  return outputs;
 }
 
 void Program::setParams(const interp::TensorMap& params) {

@@ -125,6 +125,12 @@ class Program {
   /// returns the outputs by name. Parameters that the graph updates take their new values.
   /// Throws kiln::Error for a missing input or a wrong dtype or shape, naming it.
   interp::TensorMap run(const interp::TensorMap& inputs);
+  /// As run(inputs), into `outputs`: an output whose entry there already has its dtype and shape
+  /// is written without allocating — in the common case (the output is a buffer of the program's
+  /// own) the entry's storage and the program's trade places, nothing is copied, and the old
+  /// storage is where the next run writes. Other entries are replaced; entries that name no
+  /// output are left alone. Keep `outputs` across runs of a loop to allocate nothing per run.
+  void run(const interp::TensorMap& inputs, interp::TensorMap& outputs);
 
   /// Replaces parameters by name (each must exist and match its type exactly); others keep theirs.
   void setParams(const interp::TensorMap& params);

@@ -355,3 +355,38 @@ TEST(CpuBackend, ParallelCompileEqualsWholeCompile) {
     for (const auto& [key, t] : pa) EXPECT_EQ(std::memcmp(t.data(), pb.at(key).data(), t.bytes()), 0) << name << " " << key;
   }
 }
+
+// Program::run(inputs, outputs): an output the program owns trades storage with the caller's
+// tensor (nothing allocated or copied), so two storages alternate across runs; an output that is
+// an input, and an entry of the wrong shape, are written by copy; other entries are left alone.
+// Every run's values are the interpreter's, for the inputs of that run.
+TEST(CpuBackend, RunIntoOutputsReusesTheCallersTensors) {
+  ir::Graph g = ir::parseGraph(expand("graph @g(%x: f32[33,7], %w: f32[7,5]) {\n"
+                                      "  %y = matmul(%x, %w) : f32[33,5]\n"
+                                      "  %s = reduce_sum(%y) {axes=[0]} : f32[5]\n"
+                                      "  return %y, %s, %x\n}\n"),
+                               "run_into.kir");
+  std::unique_ptr<cpu::Program> p = compileFor(g, 2);
+  interp::TensorMap out{{"s", rt::HostTensor(DType::f32, {4})}, {"other", rt::HostTensor(DType::f32, {2})}};
+  std::vector<const void*> yData, xData;
+  for (int run = 0; run < 4; ++run) {
+    interp::TensorMap in = kiln::testing::randomInputs(g, 20 + run);
+    p->run(in, out);
+    expectClose(interp::run(g, in), interp::TensorMap{{"y", out.at("y")}, {"s", out.at("s")}, {"x", out.at("x")}},
+                fmt::format("run {}", run));
+    EXPECT_NE(out.at("x").data(), in.at("x").data()) << "an input output is a copy";
+    yData.push_back(out.at("y").data());
+    xData.push_back(out.at("x").data());
+  }
+  EXPECT_EQ(out.at("other").shape(), std::vector<int64_t>{2});
+  // Run 0 allocated y; from then on the caller's y and the program's buffer trade places.
+  EXPECT_NE(yData[1], yData[2]);
+  EXPECT_EQ(yData[1], yData[3]);
+  EXPECT_EQ(xData[1], xData[2]);  // copied into the same tensor
+  // run(inputs) still returns tensors of the caller's own, unaffected by later runs.
+  interp::TensorMap in = kiln::testing::randomInputs(g, 40);
+  interp::TensorMap first = p->run(in);
+  interp::TensorMap again = first;
+  p->run(kiln::testing::randomInputs(g, 41));
+  EXPECT_TRUE(first.at("y").identical(again.at("y")));
+}

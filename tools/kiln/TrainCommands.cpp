@@ -245,6 +245,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     std::vector<double> losses;
     gInterrupted.store(false);
     auto previous = std::signal(SIGINT, onInterrupt);
+    interp::TensorMap out;  // kept across steps: the step writes into it
     for (int64_t epoch = 1; epoch <= o->epochs && !gInterrupted.load(); ++epoch) {
       shuffle(order, shuffleState);
       auto t0 = std::chrono::steady_clock::now();
@@ -255,7 +256,7 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
         std::span<const int64_t> rows(order.data() + start, o->batch);
         interp::TensorMap in{{"x", gatherRows(train.x, rows, row)}, {"labels", gatherRows(train.y, rows, {})},
                              {"lr", lr}};
-        interp::TensorMap out = exec->run(in);
+        exec->run(in, out);
         double loss = out.at("loss").at(0);
         if (out.count("amp.skipped") && out.at("amp.skipped").at(0) != 0) {
           ++skipped;  // f16 overflow: the step kept the parameters and halved the loss scale
