@@ -16,6 +16,8 @@
 // Indices are computed in i32 when every value of the map fits, in i64 otherwise.
 #include "codegen/cpu/GemmEmitter.h"
 
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
@@ -68,6 +70,7 @@ class PackEmitter {
   };
 
   bool fitsInt32() const;
+  void buildKTable();
   llvm::Value* groupPart(const Affine& a, size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
   std::vector<llvm::Value*> groupParts(size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
   llvm::Value* lanes(int first, int count);
@@ -92,6 +95,10 @@ class PackEmitter {
   llvm::Type* ix_ = nullptr;
   llvm::Value* base_ = nullptr;           // the operand's buffer
   std::vector<llvm::Value*> batchParts_;  // per functional, of the item's batch coordinates
+  // When k needs divisions to unravel: per k, every functional's k part plus its constant,
+  // computed here once instead of per panel row (null: computed in the loop).
+  llvm::GlobalVariable* kTable_ = nullptr;
+  llvm::Type* kEntry_ = nullptr;
   llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
 };
 
@@ -117,6 +124,40 @@ bool PackEmitter::fitsInt32() const {
   for (const auto& q : op_.quotients)
     if (static_cast<double>(q.limit) * static_cast<double>(q.divisor) >= kLimit) return false;
   return static_cast<double>(std::max({f.batch, f.m, f.n, f.k})) + 64 < kLimit;
+}
+
+/// The k table (kTable_) when unravelling k takes divisions — an implicit-GEMM window's k is
+/// (channel, kh, kw), a weight gradient's (image, row, column) — and the table is small enough to
+/// stay in cache: one load per functional and panel row instead of a division chain. Rows past K
+/// (the padding of the last K slice) repeat row 0; their lanes are masked off.
+void PackEmitter::buildKTable() {
+  constexpr int64_t kMostBytes = 256 << 10;
+  const kernels::GemmForm& f = g_.form;
+  const std::vector<const Affine*> fs = functionals(op_);
+  bool divides = false;
+  for (const Affine* a : fs) divides = divides || !groupStride(*a, kAt_, f.kDims);
+  const int64_t rows = f.k + kUnroll;
+  const int64_t bytes = rows * static_cast<int64_t>(fs.size()) * (ix_->getIntegerBitWidth() / 8);
+  if (!divides || f.k == 0 || bytes > kMostBytes) return;
+  std::vector<llvm::Constant*> table;
+  std::vector<int64_t> coord(f.kDims.size(), 0);
+  for (int64_t k = 0; k < rows; ++k) {
+    int64_t flat = k < f.k ? k : 0;
+    for (size_t d = f.kDims.size(); d-- > 0;) {
+      coord[d] = flat % f.kDims[d];
+      flat /= f.kDims[d];
+    }
+    for (const Affine* a : fs) {
+      int64_t v = a->constant;
+      for (size_t d = 0; d < coord.size(); ++d) v += a->coeff[kAt_ + d] * coord[d];
+      table.push_back(llvm::ConstantInt::get(ix_, static_cast<uint64_t>(v), /*isSigned=*/true));
+    }
+  }
+  kEntry_ = llvm::ArrayType::get(ix_, fs.size());
+  auto* type = llvm::ArrayType::get(ix_, table.size());
+  kTable_ = new llvm::GlobalVariable(g_.m, type, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
+                                     llvm::ConstantArray::get(type, table), g_.name + ".pack_" + label_ + ".k");
+  kTable_->setAlignment(llvm::Align(64));
 }
 
 /// Σ coeff · coordinate of `a` over the coordinate group at `at` (sizes `dims`) whose flat
@@ -165,6 +206,7 @@ llvm::Function* PackEmitter::emit() {
                                llvm::Align(8), "base");
   r0_ = toIx(f->getArg(4)), rows_ = toIx(f->getArg(5)), k0_ = toIx(f->getArg(6)), kc_ = toIx(kc);
   batchParts_ = groupParts(0, g_.form.batchDims, toIx(batch));
+  buildKTable();
   const int w = width_;
   llvm::Value* rows = f->getArg(5);
   llvm::Value* panels = b_.CreateUDiv(b_.CreateAdd(rows, g_.i64(w - 1)), g_.i64(w));
@@ -223,10 +265,18 @@ PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p) {
 /// that is contiguous in memory is loaded with (masked) vector loads; otherwise lane by lane.
 void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow) {
   const std::vector<const Affine*> fs = functionals(op_);
-  const std::vector<llvm::Value*> kParts = groupParts(kAt_, g_.form.kDims, b_.CreateAdd(k0_, kk));
   std::vector<llvm::Value*> offsets;  // per functional: its batch, k and constant parts
-  for (size_t i = 0; i < fs.size(); ++i)
-    offsets.push_back(b_.CreateAdd(b_.CreateAdd(batchParts_[i], kParts[i]), g_.constant(ix_, fs[i]->constant)));
+  if (kTable_) {
+    llvm::Value* row = b_.CreateInBoundsGEP(kEntry_, kTable_, toI64(b_.CreateAdd(k0_, kk)));
+    for (size_t i = 0; i < fs.size(); ++i)
+      offsets.push_back(b_.CreateAdd(
+          batchParts_[i], b_.CreateAlignedLoad(ix_, b_.CreateConstInBoundsGEP2_32(kEntry_, row, 0, static_cast<unsigned>(i)),
+                                               llvm::Align(ix_->getIntegerBitWidth() / 8))));
+  } else {
+    const std::vector<llvm::Value*> kParts = groupParts(kAt_, g_.form.kDims, b_.CreateAdd(k0_, kk));
+    for (size_t i = 0; i < fs.size(); ++i)
+      offsets.push_back(b_.CreateAdd(b_.CreateAdd(batchParts_[i], kParts[i]), g_.constant(ix_, fs[i]->constant)));
+  }
   llvm::Value* kValid = b_.CreateICmpSLT(kk, kc_);
   struct Row {
     llvm::Value *index, *valid;
