@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
       runAot(s, name, batch, nullptr);
     runAot(s, "mnist_mlp", 100, "adam");
     runAot(s, "tiny_mlp", 64, "sgd");
+    runAot(s, "cnn", 64, "adam");
     rt::ThreadPool one(1);
     // Each forward shape C = A·B (A: M×K, B: K×N) with its backward forms dA = dC·Bᵀ (NT) and
     // dB = Aᵀ·dC (TN).

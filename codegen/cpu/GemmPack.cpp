@@ -79,7 +79,8 @@ class PackEmitter {
   void packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow);
   void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
                           const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
-  void packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Value* dstRow);
+  void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow);
+  llvm::Value* kTableEntry(llvm::Value* k, size_t functional);
   llvm::Value* toIx(llvm::Value* v) { return b_.CreateTrunc(v, ix_); }
   llvm::Value* toI64(llvm::Value* v) { return b_.CreateSExt(v, b_.getInt64Ty()); }
   llvm::Align storeAlign() { return g_.storeAlign(); }
@@ -160,6 +161,13 @@ void PackEmitter::buildKTable() {
   kTable_->setAlignment(llvm::Align(64));
 }
 
+/// The k part (with the constant) of functional `functional` at k, from the k table.
+llvm::Value* PackEmitter::kTableEntry(llvm::Value* k, size_t functional) {
+  llvm::Value* row = b_.CreateInBoundsGEP(kEntry_, kTable_, toI64(k));
+  return b_.CreateAlignedLoad(ix_, b_.CreateConstInBoundsGEP2_32(kEntry_, row, 0, static_cast<unsigned>(functional)),
+                              llvm::Align(ix_->getIntegerBitWidth() / 8));
+}
+
 /// Σ coeff · coordinate of `a` over the coordinate group at `at` (sizes `dims`) whose flat
 /// index is `flat` (a scalar or a vector of the index type).
 llvm::Value* PackEmitter::groupPart(const Affine& a, size_t at, const std::vector<int64_t>& dims, llvm::Value* flat) {
@@ -216,8 +224,14 @@ llvm::Function* PackEmitter::emit() {
     return b_.CreateInBoundsGEP(g_.elt, dst,
                                 b_.CreateAdd(b_.CreateMul(panel, panelElements), b_.CreateMul(kk, g_.i64(w))));
   };
+  // Rows kk < kc from the operand, the K padding up to kcPad zeros (a separate loop, so that the
+  // operand rows need no k test in their masks).
   auto packGeneral = [&](const PanelRows& pr, llvm::Value* p, llvm::Value* from) {
-    g_.loop(from, kcPad, 1, "kk", [&](llvm::Value* kk) { packRowGeneral(pr, toIx(kk), dstRow(p, kk)); });
+    g_.loop(from, kc, 1, "kk", [&](llvm::Value* kk) { packRowGeneral(pr, toIx(kk), dstRow(p, kk)); });
+    llvm::Value* padFrom = b_.CreateSelect(b_.CreateICmpSGT(from, kc), from, kc);
+    g_.loop(padFrom, kcPad, 1, "kk.pad", [&](llvm::Value* kk) {
+      b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, w)), dstRow(p, kk), g_.eltAlign());
+    });
   };
   // Full panels of maps without bounds take a fast path when their rows or k are contiguous;
   // the rest is general.
@@ -231,7 +245,42 @@ llvm::Function* PackEmitter::emit() {
       PanelRows pr = panelRows(toIx(p));
       llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{g_.plan.lanes - 1}));
       g_.loop(g_.i64(0), kcMain, g_.plan.lanes, "kk", [&](llvm::Value* kk) {
-        packTransposed(pr, b_.CreateAdd(k0_, toIx(kk)), dstRow(p, kk));
+        packTransposed(pr, b_.CreateAdd(b_.CreateAdd(k0_, toIx(kk)), g_.constant(ix_, op_.map.index.constant)),
+                       dstRow(p, kk));
+      });
+      packGeneral(pr, p, kcMain);
+    });
+    firstGeneral = fullPanels;
+  } else if (plain && kTable_ && op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 &&
+             g_.form.kDims.back() >= g_.plan.lanes) {
+    // k contiguous in runs (a weight gradient's k = image, row, column): `lanes` k steps whose
+    // first and last table entries are lanes - 1 apart are one stretch of memory per row (they
+    // span at most two runs of the innermost k dimension, so the gap says whether the runs
+    // meet), packed as above; the others, and the K tail, go the general way.
+    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
+      PanelRows pr = panelRows(toIx(p));
+      const int l = g_.plan.lanes;
+      llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{l - 1}));
+      g_.loop(g_.i64(0), kcMain, l, "kk", [&](llvm::Value* kk) {
+        llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
+        llvm::Value* first = kTableEntry(k, 0);
+        llvm::Value* last = kTableEntry(b_.CreateAdd(k, g_.constant(ix_, l - 1)), 0);
+        llvm::Value* run = b_.CreateICmpEQ(b_.CreateSub(last, first), g_.constant(ix_, l - 1));
+        llvm::Function* fn = b_.GetInsertBlock()->getParent();
+        auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
+        auto* rowsBlock = llvm::BasicBlock::Create(g_.ctx, "run.rows", fn);
+        auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
+        b_.CreateCondBr(run, vectors, rowsBlock);
+        b_.SetInsertPoint(vectors);
+        packTransposed(pr, first, dstRow(p, kk));
+        b_.CreateBr(done);
+        b_.SetInsertPoint(rowsBlock);
+        for (int i = 0; i < l; ++i) {
+          llvm::Value* at = b_.CreateAdd(kk, g_.i64(i));
+          packRowGeneral(pr, toIx(at), dstRow(p, at));
+        }
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
       });
       packGeneral(pr, p, kcMain);
     });
@@ -261,23 +310,19 @@ PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p) {
   return pr;
 }
 
-/// Panel row kk: every element whose row, k, bounds and quotients are valid, 0 elsewhere. A row
+/// Panel row kk (< kc): every element whose row, bounds and quotients are valid, 0 elsewhere. A row
 /// that is contiguous in memory is loaded with (masked) vector loads; otherwise lane by lane.
 void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow) {
   const std::vector<const Affine*> fs = functionals(op_);
   std::vector<llvm::Value*> offsets;  // per functional: its batch, k and constant parts
   if (kTable_) {
-    llvm::Value* row = b_.CreateInBoundsGEP(kEntry_, kTable_, toI64(b_.CreateAdd(k0_, kk)));
     for (size_t i = 0; i < fs.size(); ++i)
-      offsets.push_back(b_.CreateAdd(
-          batchParts_[i], b_.CreateAlignedLoad(ix_, b_.CreateConstInBoundsGEP2_32(kEntry_, row, 0, static_cast<unsigned>(i)),
-                                               llvm::Align(ix_->getIntegerBitWidth() / 8))));
+      offsets.push_back(b_.CreateAdd(batchParts_[i], kTableEntry(b_.CreateAdd(k0_, kk), i)));
   } else {
     const std::vector<llvm::Value*> kParts = groupParts(kAt_, g_.form.kDims, b_.CreateAdd(k0_, kk));
     for (size_t i = 0; i < fs.size(); ++i)
       offsets.push_back(b_.CreateAdd(b_.CreateAdd(batchParts_[i], kParts[i]), g_.constant(ix_, fs[i]->constant)));
   }
-  llvm::Value* kValid = b_.CreateICmpSLT(kk, kc_);
   struct Row {
     llvm::Value *index, *valid;
   };
@@ -285,7 +330,7 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
   for (const PanelRows::Chunk& c : pr.chunks) {
     auto value = [&](size_t i) { return b_.CreateAdd(c.parts[i], g_.splat(c.count, offsets[i])); };
     auto all = [&](int64_t v) { return g_.splat(c.count, g_.constant(ix_, v)); };
-    Row r{value(0), b_.CreateAnd(c.valid, g_.splat(c.count, kValid))};
+    Row r{value(0), c.valid};
     size_t i = 1;
     for (const auto& bound : op_.map.bounds)
       r.valid = b_.CreateAnd(r.valid, b_.CreateICmpULT(value(i++), all(bound.limit)));
@@ -374,10 +419,10 @@ void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
 
 /// `lanes` k steps, from k on, of a full panel whose k is contiguous: one vector load per row,
 /// transposed `lanes` rows at a time into `lanes` panel rows.
-void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* k, llvm::Value* dstRow) {
+void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow) {
   const int l = g_.plan.lanes;
   llvm::Type* store = g_.storageType();
-  llvm::Value* at = b_.CreateAdd(b_.CreateAdd(batchParts_[0], k), g_.constant(ix_, op_.map.index.constant));
+  llvm::Value* at = b_.CreateAdd(batchParts_[0], kPart);
   std::vector<std::vector<llvm::Value*>> blocks;  // per block of l rows: its l transposed rows
   for (const PanelRows::Chunk& c : pr.chunks) {
     std::vector<llvm::Value*> rows;

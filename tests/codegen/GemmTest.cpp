@@ -80,6 +80,7 @@ const Conv kConvs[] = {
     {2, 4, 11, 9, 6, 3, 2, 2, 2, 1, 1, 2, 1, 2},    // groups, stride, padding, dilation
     {1, 6, 8, 10, 3, 2, 3, 3, 3, 2, 0, 1, 2, 1},    // three groups, stride 3
     {3, 5, 6, 6, 7, 1, 1, 1, 2, 2, 0, 0, 1, 1},     // 1x1, stride 2
+    {3, 4, 9, 10, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 90-pixel images: weight-gradient k runs of 8 break
     {4, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1}, // large enough to run on two threads
 };
 
