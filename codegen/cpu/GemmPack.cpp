@@ -3,16 +3,23 @@
 // (every matmul operand) use the shared routines of GemmKernels.cpp instead; these are emitted per
 // kernel, for convolution windows, padding and quotient maps.
 //
-// Three ways, chosen per panel:
+// Four ways, chosen per panel:
 //   - rows contiguous in memory, no bounds (B of A·B, A of Aᵀ·B): one vector load per panel and
 //     k, walking memory row by row;
 //   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
 //     row and `lanes` k, transposed in registers `lanes` rows at a time;
+//   - k contiguous in runs, no bounds (the output gradient dY of a weight gradient, whose k is
+//     image, row, column): as the previous way for every `lanes` k steps inside one run, the
+//     general way for the others;
 //   - anything else (convolution windows with padding, broadcasts, edge panels, K tails): the
 //     map is evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds
 //     and quotient conditions as lane masks — and a panel row whose index runs contiguously is
 //     loaded with masked vector loads (an implicit-GEMM row of a convolution, padding masked
 //     off), any other lane by lane.
+// When unravelling k takes divisions, the k part of every functional is precomputed per k into a
+// constant table (one load per panel row instead of a div/mod chain; at most 256 KiB); the table
+// also tells where the runs of the third way meet. K padding rows are zeroed in a loop of
+// their own, so the masks of operand rows need no k test.
 // Indices are computed in i32 when every value of the map fits, in i64 otherwise.
 #include "codegen/cpu/GemmEmitter.h"
 
