@@ -86,8 +86,8 @@ class PackEmitter {
   void packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow);
   void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
                           const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
-  void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow);
-  llvm::Value* kTableEntry(llvm::Value* k, size_t functional);
+  void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr);
+  llvm::Value* kTableEntry(llvm::Value* k, size_t functional, int lanes = 1);
   llvm::Value* toIx(llvm::Value* v) { return b_.CreateTrunc(v, ix_); }
   llvm::Value* toI64(llvm::Value* v) { return b_.CreateSExt(v, b_.getInt64Ty()); }
   llvm::Align storeAlign() { return g_.storeAlign(); }
@@ -106,7 +106,7 @@ class PackEmitter {
   // When k needs divisions to unravel: per k, every functional's k part plus its constant,
   // computed here once instead of per panel row (null: computed in the loop).
   llvm::GlobalVariable* kTable_ = nullptr;
-  llvm::Type* kEntry_ = nullptr;
+  int64_t kRows_ = 0;
   llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
 };
 
@@ -147,31 +147,32 @@ void PackEmitter::buildKTable() {
   const int64_t rows = f.k + kUnroll;
   const int64_t bytes = rows * static_cast<int64_t>(fs.size()) * (ix_->getIntegerBitWidth() / 8);
   if (!divides || f.k == 0 || bytes > kMostBytes) return;
-  std::vector<llvm::Constant*> table;
+  std::vector<llvm::Constant*> table;  // [functional][k]: a functional's entries are one vector load apart
   std::vector<int64_t> coord(f.kDims.size(), 0);
-  for (int64_t k = 0; k < rows; ++k) {
-    int64_t flat = k < f.k ? k : 0;
-    for (size_t d = f.kDims.size(); d-- > 0;) {
-      coord[d] = flat % f.kDims[d];
-      flat /= f.kDims[d];
-    }
-    for (const Affine* a : fs) {
+  for (const Affine* a : fs) {
+    for (int64_t k = 0; k < rows; ++k) {
+      int64_t flat = k < f.k ? k : 0;
+      for (size_t d = f.kDims.size(); d-- > 0;) {
+        coord[d] = flat % f.kDims[d];
+        flat /= f.kDims[d];
+      }
       int64_t v = a->constant;
       for (size_t d = 0; d < coord.size(); ++d) v += a->coeff[kAt_ + d] * coord[d];
       table.push_back(llvm::ConstantInt::get(ix_, static_cast<uint64_t>(v), /*isSigned=*/true));
     }
   }
-  kEntry_ = llvm::ArrayType::get(ix_, fs.size());
+  kRows_ = rows;
   auto* type = llvm::ArrayType::get(ix_, table.size());
   kTable_ = new llvm::GlobalVariable(g_.m, type, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
                                      llvm::ConstantArray::get(type, table), g_.name + ".pack_" + label_ + ".k");
   kTable_->setAlignment(llvm::Align(64));
 }
 
-/// The k part (with the constant) of functional `functional` at k, from the k table.
-llvm::Value* PackEmitter::kTableEntry(llvm::Value* k, size_t functional) {
-  llvm::Value* row = b_.CreateInBoundsGEP(kEntry_, kTable_, toI64(k));
-  return b_.CreateAlignedLoad(ix_, b_.CreateConstInBoundsGEP2_32(kEntry_, row, 0, static_cast<unsigned>(functional)),
+/// The k part (with the constant) of functional `functional` at k, from the k table; with
+/// `lanes` > 1, the vector of k … k + lanes − 1.
+llvm::Value* PackEmitter::kTableEntry(llvm::Value* k, size_t functional, int lanes) {
+  llvm::Value* at = b_.CreateAdd(toI64(k), g_.i64(static_cast<int64_t>(functional) * kRows_));
+  return b_.CreateAlignedLoad(g_.withLanes(ix_, lanes), b_.CreateInBoundsGEP(ix_, kTable_, at),
                               llvm::Align(ix_->getIntegerBitWidth() / 8));
 }
 
@@ -258,8 +259,8 @@ llvm::Function* PackEmitter::emit() {
       packGeneral(pr, p, kcMain);
     });
     firstGeneral = fullPanels;
-  } else if (plain && kTable_ && op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 &&
-             g_.form.kDims.back() >= g_.plan.lanes) {
+  } else if (op_.quotients.empty() && (plain || maskedLoads()) && kTable_ &&
+             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 && g_.form.kDims.back() >= g_.plan.lanes) {
     // k contiguous in runs (a weight gradient's k = image, row, column): `lanes` k steps whose
     // first and last table entries are lanes - 1 apart are one stretch of memory per row (they
     // span at most two runs of the innermost k dimension, so the gap says whether the runs
@@ -279,7 +280,7 @@ llvm::Function* PackEmitter::emit() {
         auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
         b_.CreateCondBr(run, vectors, rowsBlock);
         b_.SetInsertPoint(vectors);
-        packTransposed(pr, first, dstRow(p, kk));
+        packTransposed(pr, first, dstRow(p, kk), plain ? nullptr : k);
         b_.CreateBr(done);
         b_.SetInsertPoint(rowsBlock);
         for (int i = 0; i < l; ++i) {
@@ -424,12 +425,18 @@ void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
   });
 }
 
-/// `lanes` k steps, from k on, of a full panel whose k is contiguous: one vector load per row,
-/// transposed `lanes` rows at a time into `lanes` panel rows.
-void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow) {
+/// `lanes` k steps of a full panel whose k is contiguous there (kPart: the index's k part at the
+/// first): one vector load per row, transposed `lanes` rows at a time into `lanes` panel rows.
+/// With bounds, `k` is the first k step: each row's load is masked by the bounds, evaluated on
+/// the `lanes` k steps from the k table.
+void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k) {
   const int l = g_.plan.lanes;
   llvm::Type* store = g_.storageType();
   llvm::Value* at = b_.CreateAdd(batchParts_[0], kPart);
+  std::vector<llvm::Value*> boundK;  // per bound: its batch and k parts on the l k steps
+  if (k)
+    for (size_t i = 0; i < op_.map.bounds.size(); ++i)
+      boundK.push_back(b_.CreateAdd(g_.splat(l, batchParts_[i + 1]), kTableEntry(k, i + 1, l)));
   std::vector<std::vector<llvm::Value*>> blocks;  // per block of l rows: its l transposed rows
   for (const PanelRows::Chunk& c : pr.chunks) {
     std::vector<llvm::Value*> rows;
@@ -439,8 +446,22 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
         continue;
       }
       llvm::Value* row = b_.CreateAdd(at, b_.CreateExtractElement(c.parts[0], static_cast<uint64_t>(r)));
-      llvm::Value* v =
-          b_.CreateAlignedLoad(g_.withLanes(store, l), b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
+      llvm::Type* type = g_.withLanes(store, l);
+      llvm::Value* v;
+      if (k) {
+        llvm::Value* valid = nullptr;
+        for (size_t i = 0; i < boundK.size(); ++i) {
+          llvm::Value* rowPart = b_.CreateExtractElement(c.parts[i + 1], static_cast<uint64_t>(r));
+          llvm::Value* inside = b_.CreateICmpULT(b_.CreateAdd(boundK[i], g_.splat(l, rowPart)),
+                                                 g_.splat(l, g_.constant(ix_, op_.map.bounds[i].limit)));
+          valid = valid ? b_.CreateAnd(valid, inside) : inside;
+        }
+        // Lanes in the padding may lie outside the buffer: no `inbounds`.
+        v = b_.CreateMaskedLoad(type, b_.CreateGEP(store, base_, toI64(row)), storeAlign(), valid,
+                                llvm::Constant::getNullValue(type));
+      } else {
+        v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
+      }
       rows.push_back(g_.toAcc(v, l));
     }
     blocks.push_back(transposeSquare(b_, std::move(rows)));
