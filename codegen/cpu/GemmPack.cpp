@@ -8,8 +8,9 @@
 //     k, walking memory row by row;
 //   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
 //     row and `lanes` k, transposed in registers `lanes` rows at a time;
-//   - k contiguous in runs, no bounds (the output gradient dY of a weight gradient, whose k is
-//     image, row, column): as the previous way for every `lanes` k steps inside one run, the
+//   - k contiguous in runs, no quotients (the operands of a weight gradient, whose k is image,
+//     row, column): as the previous way for every `lanes` k steps inside one run — with bounds
+//     (the input's padding), each row's load masked by the bounds on those k steps — the
 //     general way for the others;
 //   - anything else (convolution windows with padding, broadcasts, edge panels, K tails): the
 //     map is evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds
@@ -136,8 +137,9 @@ bool PackEmitter::fitsInt32() const {
 
 /// The k table (kTable_) when unravelling k takes divisions — an implicit-GEMM window's k is
 /// (channel, kh, kw), a weight gradient's (image, row, column) — and the table is small enough to
-/// stay in cache: one load per functional and panel row instead of a division chain. Rows past K
-/// (the padding of the last K slice) repeat row 0; their lanes are masked off.
+/// stay in cache: one load per functional and panel row instead of a division chain. Laid out
+/// [functional][k], so `lanes` consecutive k of a functional are one vector load. Rows past K
+/// repeat row 0 (a margin; K padding rows are zeroed without reading the table).
 void PackEmitter::buildKTable() {
   constexpr int64_t kMostBytes = 256 << 10;
   const kernels::GemmForm& f = g_.form;
