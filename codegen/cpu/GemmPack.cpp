@@ -104,8 +104,8 @@ class PackEmitter {
   llvm::Type* ix_ = nullptr;
   llvm::Value* base_ = nullptr;           // the operand's buffer
   std::vector<llvm::Value*> batchParts_;  // per functional, of the item's batch coordinates
-  // When k needs divisions to unravel: per k, every functional's k part plus its constant,
-  // computed here once instead of per panel row (null: computed in the loop).
+  // When k needs divisions to unravel: every functional's k part plus its constant per k, laid
+  // out [functional][k] with kRows_ = K (null: computed in the loop).
   llvm::GlobalVariable* kTable_ = nullptr;
   int64_t kRows_ = 0;
   llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
@@ -138,22 +138,22 @@ bool PackEmitter::fitsInt32() const {
 /// The k table (kTable_) when unravelling k takes divisions — an implicit-GEMM window's k is
 /// (channel, kh, kw), a weight gradient's (image, row, column) — and the table is small enough to
 /// stay in cache: one load per functional and panel row instead of a division chain. Laid out
-/// [functional][k], so `lanes` consecutive k of a functional are one vector load. Rows past K
-/// repeat row 0 (a margin; K padding rows are zeroed without reading the table).
+/// [functional][k], so `lanes` consecutive k of a functional are one vector load. Only k < K is
+/// ever read: K padding rows are zeroed without it.
 void PackEmitter::buildKTable() {
   constexpr int64_t kMostBytes = 256 << 10;
   const kernels::GemmForm& f = g_.form;
   const std::vector<const Affine*> fs = functionals(op_);
   bool divides = false;
   for (const Affine* a : fs) divides = divides || !groupStride(*a, kAt_, f.kDims);
-  const int64_t rows = f.k + kUnroll;
+  const int64_t rows = f.k;
   const int64_t bytes = rows * static_cast<int64_t>(fs.size()) * (ix_->getIntegerBitWidth() / 8);
   if (!divides || f.k == 0 || bytes > kMostBytes) return;
   std::vector<llvm::Constant*> table;  // [functional][k]: a functional's entries are one vector load apart
   std::vector<int64_t> coord(f.kDims.size(), 0);
   for (const Affine* a : fs) {
     for (int64_t k = 0; k < rows; ++k) {
-      int64_t flat = k < f.k ? k : 0;
+      int64_t flat = k;
       for (size_t d = f.kDims.size(); d-- > 0;) {
         coord[d] = flat % f.kDims[d];
         flat /= f.kDims[d];
@@ -243,8 +243,8 @@ llvm::Function* PackEmitter::emit() {
       b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, w)), dstRow(p, kk), g_.eltAlign());
     });
   };
-  // Full panels of maps without bounds take a fast path when their rows or k are contiguous;
-  // the rest is general.
+  // Full panels take a fast path when their rows or k are contiguous (without bounds) or k runs
+  // contiguously (bounds masked); the rest is general.
   const bool plain = op_.map.bounds.empty() && op_.quotients.empty();
   llvm::Value* firstGeneral = g_.i64(0);
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
