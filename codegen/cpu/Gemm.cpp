@@ -16,7 +16,9 @@
 //
 // Items run through the M blocks of one N block in turn, and when B over all of K fits
 // kPackedBBudget, it is packed whole (K × NB) and kept in the slot: the next item of the same
-// B block skips packing B. Packing converts f16/bf16 to f32 (i32 to i64) and absorbs transposes,
+// B block skips packing B. Likewise A, when every batch reads the same A (a convolution's
+// weights) and M is one block: packed over all of K once per thread (kPackedABudget) and kept
+// across the thread's items. Packing converts f16/bf16 to f32 (i32 to i64) and absorbs transposes,
 // broadcast batches and convolution windows (implicit GEMM, padding reads 0). Panels are
 // zero-padded to full MR / NR and to a multiple of the K unroll, so the micro-kernel has no edge
 // cases: an edge tile computes rows and columns in the tile's padding that the epilogue never
@@ -43,7 +45,9 @@
 // more), packing B once per item would cost as much as a fifth of the product (the weight
 // gradient Aᵀ·B of a large batch). Instead K is split into kSplitsMost parts, and an item
 // computes one part for one N block over all of M into the part's partial product (in the
-// scratch, under kSplitBudget): B is packed once per slice and reused by every M block. A second
+// scratch, under kSplitBudget): B is packed once per slice and reused by every M block. K is also
+// split when B would be kept packed but M is one block that the items split for parallelism:
+// every thread would pack all of B (a first convolution's weight gradient). A second
 // phase sums the parts in order and hands each MB × NB block to the epilogue. The parts do not
 // depend on the thread count, so neither do the sums.
 //
@@ -83,10 +87,27 @@ namespace {
 
 constexpr double kParallelFlops = 2.0 * (1 << 20);  // below: one thread (≈ 30 µs of work)
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
+constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
 
 DType operandDType(const kernels::Kernel& k) { return k.buffers.at(k.contraction.a).type.dtype; }
+
+/// Whether every batch reads the same elements of `op`: its index, bounds and quotients do not
+/// depend on a batch coordinate of more than one value (a convolution's weights).
+bool batchInvariant(const kernels::GemmOperand& op, const std::vector<int64_t>& batchDims) {
+  auto invariant = [&](const kernels::Affine& a) {
+    for (size_t d = 0; d < batchDims.size(); ++d)
+      if (batchDims[d] > 1 && a.coeff[d] != 0) return false;
+    return true;
+  };
+  if (!invariant(op.map.index)) return false;
+  for (const kernels::IndexMap::Bound& b : op.map.bounds)
+    if (!invariant(b.value)) return false;
+  for (const kernels::GemmOperand::Quotient& q : op.quotients)
+    if (!invariant(q.value)) return false;
+  return true;
+}
 
 /// Blocks of at most `most` (a multiple of `unit`) covering `size` evenly: the block size.
 int64_t evenBlock(int64_t size, int64_t most, int64_t unit) {
@@ -179,6 +200,7 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   const double flops = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
                        static_cast<double>(f.k);
   if (!p.reuseB && splitK(p, f, bytes, flops)) return p;
+  const Blocking whole = p;  // before the parallel split below
   auto count = [&] {
     p.mBlocks = f.m == 0 ? 0 : ceilDiv(f.m, p.mb);
     p.nBlocks = f.n == 0 ? 0 : ceilDiv(f.n, p.nb);
@@ -198,9 +220,18 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
       block = smaller;
       count();
     }
+    // Items that split one M block share its B block, and with B kept packed every thread packs
+    // all of it (a weight gradient of a narrow N and a deep K: each of two threads would pack the
+    // whole B). Splitting K instead packs every slice of B once.
+    Blocking split = whole;
+    if (p.reuseB && p.mb < whole.mb && splitK(split, f, bytes, flops)) return split;
   }
+  // Items of one M block and A the same in every batch (a convolution's weights): its packing
+  // is the same for every item, so it is packed once per thread and kept.
+  p.reuseA = p.mBlocks == 1 && p.items > 1 && batchInvariant(f.a, f.batchDims) &&
+             packedBytes(p.kBlocks, p.mb, p.mr, p.kc, bytes, p.lanes) <= kPackedABudget;
   p.packBBytes = packedBytes(p.reuseB ? p.kBlocks : 1, p.nb, p.nr, p.kc, bytes, p.lanes);
-  p.packABytes = packedBytes(1, p.mb, p.mr, p.kc, bytes, p.lanes);
+  p.packABytes = packedBytes(p.reuseA ? p.kBlocks : 1, p.mb, p.mr, p.kc, bytes, p.lanes);
   p.tileBytes = align64(p.mb * p.nb * bytes);
   p.ldt = p.nb;
   return p;
@@ -415,7 +446,8 @@ class GemmEmitter {
     auto set = [&](int field, int64_t v) { fields[static_cast<size_t>(field)] = v; };
     set(desc::Items, p.items), set(desc::MBlocks, p.mBlocks), set(desc::NBlocks, p.nBlocks);
     set(desc::Mb, p.mb), set(desc::Nb, p.nb), set(desc::M, f.m), set(desc::N, f.n), set(desc::K, f.k);
-    set(desc::Kc, p.kc), set(desc::KBlocks, p.kBlocks), set(desc::ReuseB, p.reuseB), set(desc::Ldt, p.ldt);
+    set(desc::Kc, p.kc), set(desc::KBlocks, p.kBlocks), set(desc::ReuseB, p.reuseB), set(desc::ReuseA, p.reuseA);
+    set(desc::Ldt, p.ldt);
     set(desc::SlotBytes, p.slotBytes()), set(desc::PackBBytes, p.packBBytes), set(desc::PackABytes, p.packABytes);
     set(desc::Groups, f.groups), set(desc::ScratchIndex, static_cast<int64_t>(g_.kernel.buffers.size()));
     set(desc::ElementBytes, static_cast<int64_t>(g_.storageType()->getPrimitiveSizeInBits() / 8));

@@ -136,6 +136,7 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   llvm::Value *mBlocks = get(desc::MBlocks), *nBlocks = get(desc::NBlocks), *mb = get(desc::Mb), *nb = get(desc::Nb);
   llvm::Value *kcMost = get(desc::Kc), *kBlocks = get(desc::KBlocks), *ldt = get(desc::Ldt), *k = get(desc::K);
   llvm::Value* reuseB = b.CreateICmpNE(get(desc::ReuseB), g.i64(0));
+  llvm::Value* reuseA = b.CreateICmpNE(get(desc::ReuseA), g.i64(0));
   llvm::Value* packA = desc::pointer(b, d, desc::PackA);
   llvm::Value* packB = desc::pointer(b, d, desc::PackB);
   llvm::Value* operandA = desc::field(b, d, desc::A);
@@ -157,37 +158,55 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   llvm::Value* tile = b.CreateInBoundsGEP(b.getInt8Ty(), packedA, get(desc::PackABytes));
   llvm::FunctionType* packType = packFunctionType(g.ctx);
   auto slice = [&](llvm::Value* kb) { return kSlice(g, kb, kcMost, k); };
-  // Slices of B kept packed lie a slice of NB rows and KC k apart.
-  llvm::Value* sliceElements =
-      b.CreateMul(b.CreateUDiv(nb, g.i64(nr)), b.CreateAdd(b.CreateMul(kcMost, g.i64(nr)), g.i64(g.plan.lanes)));
-  auto bSlice = [&](llvm::Value* kb) {
-    llvm::Value* offset = b.CreateSelect(reuseB, b.CreateMul(kb, sliceElements), g.i64(0));
-    return b.CreateInBoundsGEP(g.elt, packedB, offset);
+  // An operand kept packed over all of K (reuseB, reuseA) has its slices `rows` rows (NB or MB)
+  // and KC k apart; otherwise each slice is packed into the place of the first.
+  auto keptSlice = [&](llvm::Value* reuse, llvm::Value* packed, llvm::Value* blockRows, int width, llvm::Value* kb) {
+    llvm::Value* sliceElements = b.CreateMul(b.CreateUDiv(blockRows, g.i64(width)),
+                                             b.CreateAdd(b.CreateMul(kcMost, g.i64(width)), g.i64(g.plan.lanes)));
+    return b.CreateInBoundsGEP(g.elt, packed, b.CreateSelect(reuse, b.CreateMul(kb, sliceElements), g.i64(0)));
   };
-  // With B kept packed over all of K, pack it unless the slot holds this B block already.
-  auto* packAll = llvm::BasicBlock::Create(g.ctx, "packb", f);
-  auto* packed = llvm::BasicBlock::Create(g.ctx, "packed", f);
-  llvm::Value* held = b.CreateAlignedLoad(b.getInt64Ty(), slot, llvm::Align(8));
-  b.CreateCondBr(b.CreateAnd(reuseB, b.CreateICmpNE(held, bBlock)), packAll, packed);
-  b.SetInsertPoint(packAll);
-  g.loop(g.i64(0), kBlocks, 1, "packb.slice", [&](llvm::Value* kb) {
+  auto bSlice = [&](llvm::Value* kb) { return keptSlice(reuseB, packedB, nb, nr, kb); };
+  auto aSlice = [&](llvm::Value* kb) { return keptSlice(reuseA, packedA, mb, mr, kb); };
+  auto packBSlice = [&](llvm::Value* kb) {
     auto [k0, kc, kcPad] = slice(kb);
     b.CreateCall(packType, packB, {bufs, operandB, batch, offsetB, n0, cols, k0, kc, kcPad, bSlice(kb)});
-  });
-  b.CreateAlignedStore(bBlock, slot, llvm::Align(8));
-  b.CreateBr(packed);
-  b.SetInsertPoint(packed);
-  g.loop(g.i64(0), kBlocks, 1, "kslice", [&](llvm::Value* kb) {
+  };
+  auto packASlice = [&](llvm::Value* kb) {
     auto [k0, kc, kcPad] = slice(kb);
-    llvm::Value* packedBSlice = bSlice(kb);
-    auto* packOne = llvm::BasicBlock::Create(g.ctx, "packb.one", f);
-    auto* packedOne = llvm::BasicBlock::Create(g.ctx, "packb.one.done", f);
-    b.CreateCondBr(reuseB, packedOne, packOne);
+    b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, m0, rows, k0, kc, kcPad, aSlice(kb)});
+  };
+  // A kept operand is packed over all of K unless the slot's header word `tagAt` says it holds
+  // block `tag` already; the others are packed slice by slice below.
+  auto packKept = [&](llvm::Value* reuse, int64_t tagAt, llvm::Value* tag, const std::string& label,
+                      const std::function<void(llvm::Value*)>& packSlice) {
+    auto* packAll = llvm::BasicBlock::Create(g.ctx, label, f);
+    auto* packed = llvm::BasicBlock::Create(g.ctx, label + ".held", f);
+    llvm::Value* tagAddress = b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), slot, tagAt);
+    llvm::Value* held = b.CreateAlignedLoad(b.getInt64Ty(), tagAddress, llvm::Align(8));
+    b.CreateCondBr(b.CreateAnd(reuse, b.CreateICmpNE(held, tag)), packAll, packed);
+    b.SetInsertPoint(packAll);
+    g.loop(g.i64(0), kBlocks, 1, label + ".slice", packSlice);
+    b.CreateAlignedStore(tag, tagAddress, llvm::Align(8));
+    b.CreateBr(packed);
+    b.SetInsertPoint(packed);
+  };
+  packKept(reuseB, kSlotTagB, bBlock, "packb", packBSlice);
+  packKept(reuseA, kSlotTagA, g.i64(0), "packa", packASlice);  // one M block, the same in every batch
+  auto unlessKept = [&](llvm::Value* reuse, const std::string& label, const std::function<void()>& pack) {
+    auto* packOne = llvm::BasicBlock::Create(g.ctx, label, f);
+    auto* packedOne = llvm::BasicBlock::Create(g.ctx, label + ".done", f);
+    b.CreateCondBr(reuse, packedOne, packOne);
     b.SetInsertPoint(packOne);
-    b.CreateCall(packType, packB, {bufs, operandB, batch, offsetB, n0, cols, k0, kc, kcPad, packedBSlice});
+    pack();
     b.CreateBr(packedOne);
     b.SetInsertPoint(packedOne);
-    b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, m0, rows, k0, kc, kcPad, packedA});
+  };
+  g.loop(g.i64(0), kBlocks, 1, "kslice", [&](llvm::Value* kb) {
+    llvm::Value* kcPad = slice(kb)[2];
+    llvm::Value* packedBSlice = bSlice(kb);
+    llvm::Value* packedASlice = aSlice(kb);
+    unlessKept(reuseB, "packb.one", [&] { packBSlice(kb); });
+    unlessKept(reuseA, "packa.one", [&] { packASlice(kb); });
     llvm::Value* accumulate = b.CreateICmpNE(kb, g.i64(0));
     llvm::Value* aPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(mr)), g.i64(g.plan.lanes));
     llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
@@ -196,7 +215,7 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
       llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedBSlice, b.CreateMul(jp, bPanelElements));
       llvm::Value* tileColumns = b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(jp, g.i64(nr)));
       g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
-        llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(ip, aPanelElements));
+        llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedASlice, b.CreateMul(ip, aPanelElements));
         llvm::Value* c = b.CreateInBoundsGEP(g.elt, tileColumns, b.CreateMul(ip, tileRows));
         b.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, ldt, accumulate});
       });
@@ -413,7 +432,8 @@ void emitChunk(GemmBuilder& g, llvm::Function* f, llvm::Function* item) {
   llvm::Value* slot = b.CreateInBoundsGEP(
       b.getInt8Ty(), scratch,
       b.CreateAdd(desc::load(b, d, desc::SlotsOffset), b.CreateMul(index, desc::load(b, d, desc::SlotBytes))));
-  b.CreateAlignedStore(g.i64(-1), slot, llvm::Align(8));  // it holds no packed operand yet
+  for (int64_t tag : {kSlotTagB, kSlotTagA})  // it holds no packed operand yet
+    b.CreateAlignedStore(g.i64(-1), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), slot, tag), llvm::Align(8));
   llvm::Value* items = desc::load(b, d, desc::Items);
   auto* claim = llvm::BasicBlock::Create(g.ctx, "claim", f);
   auto* work = llvm::BasicBlock::Create(g.ctx, "work", f);

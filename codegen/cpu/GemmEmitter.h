@@ -21,7 +21,8 @@ namespace kiln::cpu::gemm {
 
 constexpr int kUnroll = 4;                   // K steps per micro-kernel loop iteration
 constexpr int64_t kScratchHeaderBytes = 64;  // the scratch's header: slot and item counters
-constexpr int64_t kSlotHeaderBytes = 64;     // per-thread slot header: which block its packed operand holds
+constexpr int64_t kSlotHeaderBytes = 64;     // per-thread slot header: which blocks its packed operands hold
+constexpr int64_t kSlotTagB = 0, kSlotTagA = 1;  // the header's words: the block of B, of A it holds (or -1)
 
 /// How an item computes its block (see Gemm.cpp's and GemmSmall.cpp's file comments).
 enum class Path : uint8_t {
@@ -41,6 +42,7 @@ struct Blocking {
   int64_t mBlocks = 0, nBlocks = 0, items = 0;
   int64_t grain = 1;    // kiln_parallel_for grain; `items` keeps the GEMM on one thread
   bool reuseB = false;  // B is packed for all of K and reused by the next items of its block
+  bool reuseA = false;  // A, the same for every batch in one M block, is packed for all of K once per slot
   int64_t packBBytes = 0, packABytes = 0, tileBytes = 0;
   int64_t ldt = 0;  // row stride of the result tile, in elements
   // SplitK: `splits` parts of `sliceBlocks` K slices each, every part's product over all of M × N
@@ -177,7 +179,7 @@ constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6,
               ScratchIndex = 16, ElementBytes = 17,               // of an operand element as stored
               KPad = 18, AInPlace = 19, Group0 = 20, Group1 = 21,  // small path: A rows, row groups
               SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
-              A = 27, B = A + OperandFields, Count = B + OperandFields;
+              ReuseA = 27, A = 28, B = A + OperandFields, Count = B + OperandFields;
 
 /// Functions the drivers call: the packing routines of A and B (packed path), the row-group
 /// kernels and A's conversion into rows (small path), and the kernel's epilogue.

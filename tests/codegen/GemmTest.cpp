@@ -14,6 +14,7 @@
 // bound holds for f16 and bf16 too (their products are exact in f32). Integers are exact
 // (wrapping in both).
 #include "codegen/cpu/Gemm.h"
+#include "codegen/cpu/GemmEmitter.h"
 #include "codegen/cpu/Jit.h"
 #include "interp/Interpreter.h"
 #include "ir/Parser.h"
@@ -335,6 +336,30 @@ TEST(Gemm, Conv2dGradInput) {
   for (const Conv& c : {kConvs[1], kConvs[2], kConvs[4]}) check(hostJit(), c.gradInput(), DType::f32);
 }
 
+/// The blocking of case `c` in f32 for the host.
+gemm::Blocking planOf(const Case& c) {
+  ir::Graph g = ir::parseGraph(c.graph(DType::f32), "gemm_test.kir");
+  return gemm::blockingFor(kernels::gemmForm(kernels::lowerGraph(g).at(0)), AccType::F32, isaOf(hostJit()));
+}
+
+// A the same in every batch (a convolution's weights, a broadcast matrix) within one M block is
+// packed over all of K once per thread and kept across items; an A that varies is packed per item.
+TEST(Gemm, KeepsABatchInvariantAPacked) {
+  const Case broadcast{"{t}[33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"};
+  const gemm::Blocking plan = planOf(broadcast);
+  EXPECT_TRUE(plan.reuseA);
+  EXPECT_GT(plan.kBlocks, 1) << "slices kept side by side";
+  check(hostJit(), broadcast, DType::f32);
+  const Conv& conv = kConvs[5];
+  EXPECT_TRUE(planOf(conv.forward()).reuseA);
+  EXPECT_TRUE(planOf(conv.gradInput()).reuseA);
+  EXPECT_GT(planOf(conv.gradInput()).kBlocks, 1);
+  check(hostJit(), conv.forward(), DType::f32);
+  check(hostJit(), conv.gradInput(), DType::f32);
+  EXPECT_FALSE(planOf(kConvs[1].forward()).reuseA) << "grouped: the weights differ per group";
+  EXPECT_FALSE(planOf({"{t}[5,33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"}).reuseA);
+}
+
 TEST(Gemm, OperandTypes) {
   check(hostJit(), matmul(33, 257, 257), DType::f16);
   check(hostJit(), matmul(33, 257, 257, true, false), DType::bf16);
@@ -400,6 +425,11 @@ TEST(Gemm, SplitK) {
     for (bool tb : {false, true}) check(hostJit(), matmul(33, 130, 9001, ta, tb), DType::f32);
   check(hostJit(), matmul(20, 70, 9001, true, false), DType::f64);
   check(hostJit(), {"{t}[2,17,9001]", "{t}[9001,130]", "matmul", "", "{t}[2,17,130]"}, DType::f32);
+  // B narrow enough to keep packed, but two threads would each pack all of it for their rows of
+  // one M block (a first convolution's weight gradient): K is split instead.
+  const Case narrow = matmul(33, 9, 50000, true, false);
+  EXPECT_EQ(planOf(narrow).path, gemm::Path::SplitK);
+  check(hostJit(), narrow, DType::f32);
 }
 
 // Contractions of one module share the micro-kernel, the packing routines of strided operands and
