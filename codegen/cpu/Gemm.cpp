@@ -226,6 +226,9 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
     Blocking split = whole;
     if (p.reuseB && p.mb < whole.mb && splitK(split, f, bytes, flops)) return split;
   }
+  // Only the M blocks of a B block reuse it: with one, B is packed slice by slice, each used while
+  // it is in cache, instead of all of K ahead.
+  if (p.mBlocks == 1) p.reuseB = false;
   // Items of one M block and A the same in every batch (a convolution's weights): its packing
   // is the same for every item, so it is packed once per thread and kept.
   p.reuseA = p.mBlocks == 1 && p.items > 1 && batchInvariant(f.a, f.batchDims) &&
