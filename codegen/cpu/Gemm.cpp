@@ -14,9 +14,9 @@
 //     for each B panel, for each A panel:
 //         micro-kernel: tile[MR × NR] (+)= A panel · B panel
 //
-// Items run through the M blocks of one N block in turn, and when B over all of K fits
-// kPackedBBudget, it is packed whole (K × NB) and kept in the slot: the next item of the same
-// B block skips packing B. Likewise A, when every batch reads the same A (a convolution's
+// Items run through the M blocks of one N block in turn, and when there are several and B over
+// all of K fits kPackedBBudget, it is packed whole (K × NB) and kept in the slot: the next item
+// of the same B block skips packing B. Likewise A, when every batch reads the same A (a convolution's
 // weights) and M is one block: packed over all of K once per thread (kPackedABudget) and kept
 // across the thread's items. Packing converts f16/bf16 to f32 (i32 to i64) and absorbs transposes,
 // broadcast batches and convolution windows (implicit GEMM, padding reads 0). Panels are
