@@ -256,13 +256,17 @@ class Fuser {
     int firstC = *std::min_element(members_[c].begin(), members_[c].end());
     if (lastP > firstC) return {};
     std::unordered_set<int> inP(members_[p].begin(), members_[p].end()), inC(members_[c].begin(), members_[c].end());
-    int between = 0;
-    // Only contractions and dedicated kernels count: elementwise work in between is likely to
-    // fuse into the same kernel as well.
-    for (int i = lastP + 1; i < firstC; ++i)
-      if (!inP.count(i) && !inC.count(i) &&
-          (kindOf(*g_.nodes()[i]) == KernelKind::Contraction || kindOf(*g_.nodes()[i]) == KernelKind::Op))
-        ++between;
+    // Contractions and dedicated kernels in (from, firstC): elementwise work in between is likely
+    // to fuse into the same kernel as well.
+    auto kernelsBetween = [&](int from) {
+      int between = 0;
+      for (int i = from + 1; i < firstC; ++i)
+        if (!inP.count(i) && !inC.count(i) &&
+            (kindOf(*g_.nodes()[i]) == KernelKind::Contraction || kindOf(*g_.nodes()[i]) == KernelKind::Op))
+          ++between;
+      return between;
+    };
+    const int between = kernelsBetween(lastP);
     if (between == 0) return {};
     int64_t readBytes = 0, handedBytes = 0;
     std::unordered_set<const Value*> seen;
@@ -271,10 +275,15 @@ class Fuser {
       for (const Value* v : n.operands) {
         if (v->kind != ir::ValueKind::Result || inP.count(index_.at(v->producer)) || !seen.insert(v).second)
           continue;
-        // Only a buffer whose last reader comes before c lives longer when p moves to c.
+        // Only a buffer whose last reader comes before c lives longer when p moves to c, and only
+        // from its last reader outside p on: it costs nothing when no kernel runs after that.
         const std::vector<int>& readers = users_[index_.at(v->producer)];
         if (escapes_.count(v) || std::any_of(readers.begin(), readers.end(), [&](int r) { return r >= firstC; }))
           continue;
+        int lastRead = lastP;
+        for (int r : readers)
+          if (!inP.count(r)) lastRead = std::max(lastRead, r);
+        if (kernelsBetween(lastRead) == 0) continue;
         readBytes += v->type.bytes();
       }
       for (int u : users_[i])

@@ -35,6 +35,7 @@ constexpr RuleEntry kRules[] = {
     {OpKind::Permute, foldPermuteOfMatMul},
     {OpKind::Slice, simplifySlice},
     {OpKind::MatMul, foldTransposesIntoMatMul},
+    {OpKind::Select, maskBeforeMaxPoolGrad},
 };
 
 size_t mix(size_t seed, size_t h) { return seed ^ (h + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2)); }

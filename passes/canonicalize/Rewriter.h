@@ -1,6 +1,7 @@
 // Internal to the canonicalize pass: the rewriter that rebuilds a graph node by node, the rule
 // families it applies to each node before adding it (constant folding, algebraic identities,
-// movement chains, transposes folded into matmul flags), and the constant literals the rules read.
+// movement chains, transposes folded into matmul flags, ReLU masks moved through max pooling),
+// and the constant literals the rules read.
 // Not a public API; docs/PASSES.md lists the rules.
 //
 // A rule sees a Candidate — a node about to be added whose operands are already rewritten — and
@@ -131,5 +132,8 @@ ir::Value* simplifySlice(Rewriter& rw, const Candidate& c);
 /// MatMul.cpp: permutes of the last two dimensions become transpose flags.
 ir::Value* foldTransposesIntoMatMul(Rewriter& rw, const Candidate& c);
 ir::Value* foldPermuteOfMatMul(Rewriter& rw, const Candidate& c);
+/// Pooling.cpp: a ReLU gradient mask applied after max_pool2d_grad applied before it, on the
+/// pooled tensor.
+ir::Value* maskBeforeMaxPoolGrad(Rewriter& rw, const Candidate& c);
 
 }  // namespace kiln::passes::canon
