@@ -13,6 +13,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -39,6 +40,9 @@ DType accDType(AccType t) {
 /// Points of work below which a nest runs on the calling thread: waking the pool costs about a
 /// microsecond, a few thousand vectorized expression evaluations.
 constexpr int64_t kParallelWork = 1 << 16;
+// Independent vector accumulators of a reduction along the lane dimension: one chain of adds
+// waits out the add's latency (3-4 cycles) per vector; four chains keep loads and adds in flight.
+constexpr int kReduceChains = 4;
 
 class KernelRenderer {
  public:
@@ -370,10 +374,17 @@ class KernelRenderer {
   /// over `reducedDims`, the lane dimension innermost when it is reduced), filling `reduced`.
   void reduce(std::vector<llvm::Value*>& coords, int lanes, const std::vector<size_t>& reducedDims,
               bool laneReduced, std::vector<llvm::Value*>& reduced) {
+    const int64_t span = nest_->domain[lane_];
+    // Along the lane dimension, vectors take turns among kReduceChains accumulators when the
+    // span holds a whole round; the rest goes to the first, single elements to `tail`.
+    const int chains = laneReduced && lanes_ > 1 && span >= kReduceChains * lanes_ ? kReduceChains : 1;
     for (const kernels::Reduction& r : nest_->reductions) {
       llvm::Value* init = identity(r, laneReduced ? lanes_ : lanes);
-      llvm::AllocaInst* acc = entryAlloca(init->getType());
-      b_.CreateStore(init, acc);
+      std::vector<llvm::AllocaInst*> accs;
+      for (int i = 0; i < chains; ++i) {
+        accs.push_back(entryAlloca(init->getType()));
+        b_.CreateStore(init, accs.back());
+      }
       llvm::AllocaInst* tail = nullptr;
       if (laneReduced) {
         llvm::Value* one = identity(r, 1);
@@ -381,22 +392,26 @@ class KernelRenderer {
         b_.CreateStore(one, tail);
       }
       loopDims(reducedDims, 0, coords, [&] {
-        auto body = [&](llvm::Value* laneCoord, int n) {
+        auto body = [&](llvm::Value* laneCoord, int n, int chain) {
           std::vector<llvm::Value*> c = coords;
           if (laneCoord) c[lane_] = laneCoord;
           Point p = point(c, n);
           p.reduced = &reduced;
           llvm::Value* x = splat(b_, eval(r.body, p), n);
-          llvm::AllocaInst* into = n == 1 && laneReduced ? tail : acc;
+          llvm::AllocaInst* into = n == 1 && laneReduced ? tail : accs[static_cast<size_t>(chain)];
           llvm::Value* cur = b_.CreateLoad(into->getAllocatedType(), into);
           b_.CreateStore(combine(r, cur, x), into);
         };
-        if (laneReduced)
-          laneLoop(i64(0), i64(nest_->domain[lane_]), nest_->domain[lane_], nest_->domain[lane_] % lanes_ == 0, body);
-        else
-          body(nullptr, lanes);
+        if (!laneReduced) return body(nullptr, lanes, 0);
+        llvm::Value* rest = i64(0);
+        if (chains > 1)
+          rest = loop(i64(0), i64(span), chains * lanes_, [&](llvm::Value* x) {
+            for (int i = 0; i < chains; ++i) body(b_.CreateAdd(x, i64(i * lanes_)), lanes_, i);
+          });
+        laneLoop(rest, i64(span), span, span % lanes_ == 0, [&](llvm::Value* x, int n) { body(x, n, 0); });
       });
-      llvm::Value* v = b_.CreateLoad(acc->getAllocatedType(), acc);
+      llvm::Value* v = b_.CreateLoad(accs[0]->getAllocatedType(), accs[0]);
+      for (size_t i = 1; i < accs.size(); ++i) v = combine(r, v, b_.CreateLoad(accs[i]->getAllocatedType(), accs[i]));
       if (laneReduced) v = combine(r, horizontal(r, v), b_.CreateLoad(tail->getAllocatedType(), tail));
       reduced.push_back(finish(r, v));
     }
@@ -468,6 +483,9 @@ class KernelRenderer {
         Point outer = point(coords, 1);
         outer.reduced = &reduced;
         stores(outer, true);
+        const bool inner = std::any_of(nest.stores.begin(), nest.stores.end(),
+                                       [](const kernels::Store& st) { return !st.outer; });
+        if (!inner) return;  // no empty loops: LLVM may not delete them
         std::vector<size_t> full = reducedDims;
         loopDims(full, 0, coords, [&] {
           laneLoop(i64(0), i64(laneSize), laneSize, laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
