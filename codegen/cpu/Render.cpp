@@ -417,6 +417,35 @@ class KernelRenderer {
     }
   }
 
+  /// The reductions at the vectors of the lane dimension (kept) starting at `xs`, all at once:
+  /// one accumulator per vector and reduction, the reduced dimensions looped over once for all
+  /// of them, so a row's vectors are read together. reduced[v] gets vector v's results. Each
+  /// lane adds in the same order as reduce() would.
+  void reduceVectors(std::vector<llvm::Value*>& coords, const std::vector<llvm::Value*>& xs,
+                     const std::vector<size_t>& reducedDims, std::vector<std::vector<llvm::Value*>>& reduced) {
+    reduced.assign(xs.size(), {});
+    for (const kernels::Reduction& r : nest_->reductions) {
+      llvm::Value* init = identity(r, lanes_);
+      std::vector<llvm::AllocaInst*> accs;
+      for (size_t v = 0; v < xs.size(); ++v) {
+        accs.push_back(entryAlloca(init->getType()));
+        b_.CreateStore(init, accs.back());
+      }
+      loopDims(reducedDims, 0, coords, [&] {
+        for (size_t v = 0; v < xs.size(); ++v) {
+          std::vector<llvm::Value*> c = coords;
+          c[lane_] = xs[v];
+          Point p = point(c, lanes_);
+          p.reduced = &reduced[v];
+          llvm::Value* x = splat(b_, eval(r.body, p), lanes_);
+          b_.CreateStore(combine(r, b_.CreateLoad(accs[v]->getAllocatedType(), accs[v]), x), accs[v]);
+        }
+      });
+      for (size_t v = 0; v < xs.size(); ++v)
+        reduced[v].push_back(finish(r, b_.CreateLoad(accs[v]->getAllocatedType(), accs[v])));
+    }
+  }
+
   void stores(Point& p, bool outer) {
     for (const kernels::Store& s : nest_->stores)
       if (s.outer == outer) store(s, p);
@@ -436,6 +465,8 @@ class KernelRenderer {
     lane_ = nest.domain.size() - 1;
     const bool laneReduced = nest.reduced[lane_];
     const int64_t laneSize = nest.domain[lane_];
+    const bool hasInnerStores =
+        std::any_of(nest.stores.begin(), nest.stores.end(), [](const kernels::Store& st) { return !st.outer; });
     std::vector<size_t> itemDims, reducedDims;
     for (size_t d = 0; d < nest.domain.size(); ++d) {
       if (nest.reduced[d]) {
@@ -483,9 +514,7 @@ class KernelRenderer {
         Point outer = point(coords, 1);
         outer.reduced = &reduced;
         stores(outer, true);
-        const bool inner = std::any_of(nest.stores.begin(), nest.stores.end(),
-                                       [](const kernels::Store& st) { return !st.outer; });
-        if (!inner) return;  // no empty loops: LLVM may not delete them
+        if (!hasInnerStores) return;  // no empty loops: LLVM may not delete them
         std::vector<size_t> full = reducedDims;
         loopDims(full, 0, coords, [&] {
           laneLoop(i64(0), i64(laneSize), laneSize, laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
@@ -500,12 +529,9 @@ class KernelRenderer {
       }
       llvm::Value* lo = b_.CreateMul(block, i64(laneBlock));
       llvm::Value* hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, i64(laneBlock)), i64(laneSize));
-      laneLoop(lo, hi, laneBlock, laneBlock % lanes_ == 0 && laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
-        std::vector<llvm::Value*> c = coords;
-        c[lane_] = x;
-        std::vector<llvm::Value*> reduced;
+      // The stores of the vector at lane coordinate c[lane_] once its reductions are done.
+      auto storeVector = [&](std::vector<llvm::Value*>& c, int n, std::vector<llvm::Value*>& reduced) {
         if (!nest.reductions.empty()) {
-          reduce(c, n, reducedDims, false, reduced);
           Point outer = point(c, n);
           outer.reduced = &reduced;
           stores(outer, true);
@@ -516,11 +542,33 @@ class KernelRenderer {
           stores(p, false);
           return;
         }
+        if (!hasInnerStores) return;  // no empty loops: LLVM may not delete them
         loopDims(reducedDims, 0, c, [&] {
           Point p = point(c, n);
           p.reduced = &reduced;
           stores(p, false);
         });
+      };
+      // Reductions over outer dimensions take kReduceChains vectors of the lane dimension at a
+      // time: a row's vectors are read together, each into its own accumulator.
+      llvm::Value* from = lo;
+      if (!nest.reductions.empty() && !reducedDims.empty() && lanes_ > 1 && laneBlock >= kReduceChains * lanes_)
+        from = loop(lo, hi, kReduceChains * lanes_, [&](llvm::Value* x) {
+          std::vector<llvm::Value*> c = coords, xs;
+          for (int v = 0; v < kReduceChains; ++v) xs.push_back(b_.CreateAdd(x, i64(v * lanes_)));
+          std::vector<std::vector<llvm::Value*>> reduced;
+          reduceVectors(c, xs, reducedDims, reduced);
+          for (size_t v = 0; v < xs.size(); ++v) {
+            c[lane_] = xs[v];
+            storeVector(c, lanes_, reduced[v]);
+          }
+        });
+      laneLoop(from, hi, laneBlock, laneBlock % lanes_ == 0 && laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
+        std::vector<llvm::Value*> c = coords;
+        c[lane_] = x;
+        std::vector<llvm::Value*> reduced;
+        if (!nest.reductions.empty()) reduce(c, n, reducedDims, false, reduced);
+        storeVector(c, n, reduced);
       });
     });
     b_.CreateRetVoid();
