@@ -246,55 +246,54 @@ llvm::Function* PackEmitter::emit() {
   // Full panels take a fast path when their rows or k are contiguous (without bounds) or k runs
   // contiguously (bounds masked); the rest is general.
   const bool plain = op_.map.bounds.empty() && op_.quotients.empty();
+  const int l = g_.plan.lanes;
   llvm::Value* firstGeneral = g_.i64(0);
+  // The full panels `l` k steps at a time by `block(rows, panel, kk)`, their K tail and padding
+  // the general way.
+  auto fullPanelsByLanes = [&](const std::function<void(const PanelRows&, llvm::Value*, llvm::Value*)>& block) {
+    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
+      PanelRows pr = panelRows(toIx(p));
+      llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{l - 1}));
+      g_.loop(g_.i64(0), kcMain, l, "kk", [&](llvm::Value* kk) { block(pr, p, kk); });
+      packGeneral(pr, p, kcMain);
+    });
+    firstGeneral = fullPanels;
+  };
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
     packContiguousRows(fullPanels, kcPad, dstRow);
     firstGeneral = fullPanels;
   } else if (plain && groupStride(op_.map.index, kAt_, g_.form.kDims) == 1) {
-    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
-      PanelRows pr = panelRows(toIx(p));
-      llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{g_.plan.lanes - 1}));
-      g_.loop(g_.i64(0), kcMain, g_.plan.lanes, "kk", [&](llvm::Value* kk) {
-        packTransposed(pr, b_.CreateAdd(b_.CreateAdd(k0_, toIx(kk)), g_.constant(ix_, op_.map.index.constant)),
-                       dstRow(p, kk));
-      });
-      packGeneral(pr, p, kcMain);
+    fullPanelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
+      packTransposed(pr, b_.CreateAdd(b_.CreateAdd(k0_, toIx(kk)), g_.constant(ix_, op_.map.index.constant)),
+                     dstRow(p, kk));
     });
-    firstGeneral = fullPanels;
   } else if (op_.quotients.empty() && (plain || maskedLoads()) && kTable_ &&
-             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 && g_.form.kDims.back() >= g_.plan.lanes) {
+             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 && g_.form.kDims.back() >= l) {
     // k contiguous in runs (a weight gradient's k = image, row, column): `lanes` k steps whose
     // first and last table entries are lanes - 1 apart are one stretch of memory per row (they
     // span at most two runs of the innermost k dimension, so the gap says whether the runs
     // meet), packed as above; the others, and the K tail, go the general way.
-    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
-      PanelRows pr = panelRows(toIx(p));
-      const int l = g_.plan.lanes;
-      llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{l - 1}));
-      g_.loop(g_.i64(0), kcMain, l, "kk", [&](llvm::Value* kk) {
-        llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
-        llvm::Value* first = kTableEntry(k, 0);
-        llvm::Value* last = kTableEntry(b_.CreateAdd(k, g_.constant(ix_, l - 1)), 0);
-        llvm::Value* run = b_.CreateICmpEQ(b_.CreateSub(last, first), g_.constant(ix_, l - 1));
-        llvm::Function* fn = b_.GetInsertBlock()->getParent();
-        auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
-        auto* rowsBlock = llvm::BasicBlock::Create(g_.ctx, "run.rows", fn);
-        auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
-        b_.CreateCondBr(run, vectors, rowsBlock);
-        b_.SetInsertPoint(vectors);
-        packTransposed(pr, first, dstRow(p, kk), plain ? nullptr : k);
-        b_.CreateBr(done);
-        b_.SetInsertPoint(rowsBlock);
-        for (int i = 0; i < l; ++i) {
-          llvm::Value* at = b_.CreateAdd(kk, g_.i64(i));
-          packRowGeneral(pr, toIx(at), dstRow(p, at));
-        }
-        b_.CreateBr(done);
-        b_.SetInsertPoint(done);
-      });
-      packGeneral(pr, p, kcMain);
+    fullPanelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
+      llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
+      llvm::Value* first = kTableEntry(k, 0);
+      llvm::Value* last = kTableEntry(b_.CreateAdd(k, g_.constant(ix_, l - 1)), 0);
+      llvm::Value* run = b_.CreateICmpEQ(b_.CreateSub(last, first), g_.constant(ix_, l - 1));
+      llvm::Function* fn = b_.GetInsertBlock()->getParent();
+      auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
+      auto* rowsBlock = llvm::BasicBlock::Create(g_.ctx, "run.rows", fn);
+      auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
+      b_.CreateCondBr(run, vectors, rowsBlock);
+      b_.SetInsertPoint(vectors);
+      packTransposed(pr, first, dstRow(p, kk), plain ? nullptr : k);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(rowsBlock);
+      for (int i = 0; i < l; ++i) {
+        llvm::Value* at = b_.CreateAdd(kk, g_.i64(i));
+        packRowGeneral(pr, toIx(at), dstRow(p, at));
+      }
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
     });
-    firstGeneral = fullPanels;
   }
   g_.loop(firstGeneral, panels, 1, "panel.general",
           [&](llvm::Value* p) { packGeneral(panelRows(toIx(p)), p, g_.i64(0)); });
