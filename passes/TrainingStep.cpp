@@ -124,6 +124,7 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
     Value* base = w;
     if (c.weightDecay > 0 && decoupled) base = b.sub(w, b.mul(b.mul(lrT, k(c.weightDecay)), w));
     Value* delta = nullptr;
+    Value* rate = lrT;  // the update is base - rate * delta
     if (c.kind == OptimizerConfig::Kind::Sgd) {
       delta = grad;
       if (c.momentum > 0) {
@@ -141,11 +142,14 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
       commit(v, newV);
       Value* fix1 = t == DType::f32 ? biasFix1 : b.op(OpKind::Cast, {biasFix1}, {{"dtype", t}});
       Value* fix2 = t == DType::f32 ? biasFix2 : b.op(OpKind::Cast, {biasFix2}, {{"dtype", t}});
-      Value* mHat = b.div(newM, fix1);
-      Value* vHat = b.div(newV, fix2);
-      delta = b.div(mHat, b.add(b.unary(OpKind::Sqrt, vHat), k(c.eps)));
+      // lr · m̂ / (sqrt(v̂) + eps) with m̂ = m / fix1, v̂ = v / fix2, the bias corrections folded
+      // into scalars: lr / fix1 and 1 / fix2 once per step, so each element divides once (three
+      // element-wise divisions cost as much as the rest of the update together).
+      rate = b.div(lrT, fix1);
+      Value* vHat = b.mul(newV, b.div(k(1), fix2));
+      delta = b.div(newM, b.add(b.unary(OpKind::Sqrt, vHat), k(c.eps)));
     }
-    commit(w, b.sub(base, b.mul(lrT, delta)));
+    commit(w, b.sub(base, b.mul(rate, delta)));
   }
   PassContext ampContext;
   ampContext.precision = options.precision;

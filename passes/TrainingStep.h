@@ -7,7 +7,8 @@
 //   SGD:   g = grad + wd*w;  buf = momentum*buf + g;  g = nesterov ? g + momentum*buf : buf (if momentum);
 //          w = w - lr*g
 //   Adam:  g = grad + wd*w;  t = t + 1;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
-//          w = w - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+//          w = w - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), evaluated as
+//          w - (lr / (1-b1^t)) * m / (sqrt(v * (1 / (1-b2^t))) + eps): one division per element
 //   AdamW: as Adam without wd in g, and w = w - lr*wd*w first (decoupled weight decay).
 // The learning rate is a graph input `lr` (f32[]), so schedules need no recompile. Optimizer state
 // is parameters named after their weight (`fc1.weight.momentum`, `fc1.weight.adam_m`, `.adam_v`)
