@@ -370,39 +370,36 @@ class KernelRenderer {
     for (size_t i = 0; i < k_.buffers.size(); ++i) bases_.push_back(bufferBase(static_cast<int32_t>(i)));
   }
 
-  /// Runs the reductions for the current outer point (coords hold it; reduced dims are looped
-  /// over `reducedDims`, the lane dimension innermost when it is reduced), filling `reduced`.
-  void reduce(std::vector<llvm::Value*>& coords, int lanes, const std::vector<size_t>& reducedDims,
-              bool laneReduced, std::vector<llvm::Value*>& reduced) {
+  /// Runs the reductions along the lane dimension (reduced) for the current outer point (coords
+  /// hold it; the other reduced dims are looped over `reducedDims`, the lane dimension innermost),
+  /// filling `reduced`.
+  void reduceAlongLanes(std::vector<llvm::Value*>& coords, const std::vector<size_t>& reducedDims,
+                        std::vector<llvm::Value*>& reduced) {
     const int64_t span = nest_->domain[lane_];
-    // Along the lane dimension, vectors take turns among kReduceChains accumulators when the
-    // span holds a whole round; the rest goes to the first, single elements to `tail`.
-    const int chains = laneReduced && lanes_ > 1 && span >= kReduceChains * lanes_ ? kReduceChains : 1;
+    // Vectors take turns among kReduceChains accumulators when the span holds a whole round; the
+    // rest goes to the first, single elements to `tail`.
+    const int chains = lanes_ > 1 && span >= kReduceChains * lanes_ ? kReduceChains : 1;
     for (const kernels::Reduction& r : nest_->reductions) {
-      llvm::Value* init = identity(r, laneReduced ? lanes_ : lanes);
+      llvm::Value* init = identity(r, lanes_);
       std::vector<llvm::AllocaInst*> accs;
       for (int i = 0; i < chains; ++i) {
         accs.push_back(entryAlloca(init->getType()));
         b_.CreateStore(init, accs.back());
       }
-      llvm::AllocaInst* tail = nullptr;
-      if (laneReduced) {
-        llvm::Value* one = identity(r, 1);
-        tail = entryAlloca(one->getType());
-        b_.CreateStore(one, tail);
-      }
+      llvm::Value* one = identity(r, 1);
+      llvm::AllocaInst* tail = entryAlloca(one->getType());
+      b_.CreateStore(one, tail);
       loopDims(reducedDims, 0, coords, [&] {
         auto body = [&](llvm::Value* laneCoord, int n, int chain) {
           std::vector<llvm::Value*> c = coords;
-          if (laneCoord) c[lane_] = laneCoord;
+          c[lane_] = laneCoord;
           Point p = point(c, n);
           p.reduced = &reduced;
           llvm::Value* x = splat(b_, eval(r.body, p), n);
-          llvm::AllocaInst* into = n == 1 && laneReduced ? tail : accs[static_cast<size_t>(chain)];
+          llvm::AllocaInst* into = n == 1 ? tail : accs[static_cast<size_t>(chain)];
           llvm::Value* cur = b_.CreateLoad(into->getAllocatedType(), into);
           b_.CreateStore(combine(r, cur, x), into);
         };
-        if (!laneReduced) return body(nullptr, lanes, 0);
         llvm::Value* rest = i64(0);
         if (chains > 1)
           rest = loop(i64(0), i64(span), chains * lanes_, [&](llvm::Value* x) {
@@ -412,20 +409,20 @@ class KernelRenderer {
       });
       llvm::Value* v = b_.CreateLoad(accs[0]->getAllocatedType(), accs[0]);
       for (size_t i = 1; i < accs.size(); ++i) v = combine(r, v, b_.CreateLoad(accs[i]->getAllocatedType(), accs[i]));
-      if (laneReduced) v = combine(r, horizontal(r, v), b_.CreateLoad(tail->getAllocatedType(), tail));
+      v = combine(r, horizontal(r, v), b_.CreateLoad(tail->getAllocatedType(), tail));
       reduced.push_back(finish(r, v));
     }
   }
 
-  /// The reductions at the vectors of the lane dimension (kept) starting at `xs`, all at once:
-  /// one accumulator per vector and reduction, the reduced dimensions looped over once for all
-  /// of them, so a row's vectors are read together. reduced[v] gets vector v's results. Each
-  /// lane adds in the same order as reduce() would.
-  void reduceVectors(std::vector<llvm::Value*>& coords, const std::vector<llvm::Value*>& xs,
+  /// The reductions over the reduced dimensions `reducedDims` (the lane dimension kept) at the
+  /// vectors of n lanes starting at `xs`, all at once: one accumulator per vector and reduction,
+  /// the reduced dimensions looped over once for all of them, so a row's vectors are read
+  /// together. reduced[v] gets vector v's results.
+  void reduceVectors(std::vector<llvm::Value*>& coords, const std::vector<llvm::Value*>& xs, int n,
                      const std::vector<size_t>& reducedDims, std::vector<std::vector<llvm::Value*>>& reduced) {
     reduced.assign(xs.size(), {});
     for (const kernels::Reduction& r : nest_->reductions) {
-      llvm::Value* init = identity(r, lanes_);
+      llvm::Value* init = identity(r, n);
       std::vector<llvm::AllocaInst*> accs;
       for (size_t v = 0; v < xs.size(); ++v) {
         accs.push_back(entryAlloca(init->getType()));
@@ -435,9 +432,9 @@ class KernelRenderer {
         for (size_t v = 0; v < xs.size(); ++v) {
           std::vector<llvm::Value*> c = coords;
           c[lane_] = xs[v];
-          Point p = point(c, lanes_);
+          Point p = point(c, n);
           p.reduced = &reduced[v];
-          llvm::Value* x = splat(b_, eval(r.body, p), lanes_);
+          llvm::Value* x = splat(b_, eval(r.body, p), n);
           b_.CreateStore(combine(r, b_.CreateLoad(accs[v]->getAllocatedType(), accs[v]), x), accs[v]);
         }
       });
@@ -510,7 +507,7 @@ class KernelRenderer {
       }
       if (laneReduced) {
         std::vector<llvm::Value*> reduced;
-        reduce(coords, 1, reducedDims, true, reduced);
+        reduceAlongLanes(coords, reducedDims, reduced);
         Point outer = point(coords, 1);
         outer.reduced = &reduced;
         stores(outer, true);
@@ -557,7 +554,7 @@ class KernelRenderer {
           std::vector<llvm::Value*> c = coords, xs;
           for (int v = 0; v < kReduceChains; ++v) xs.push_back(b_.CreateAdd(x, i64(v * lanes_)));
           std::vector<std::vector<llvm::Value*>> reduced;
-          reduceVectors(c, xs, reducedDims, reduced);
+          reduceVectors(c, xs, lanes_, reducedDims, reduced);
           for (size_t v = 0; v < xs.size(); ++v) {
             c[lane_] = xs[v];
             storeVector(c, lanes_, reduced[v]);
@@ -566,9 +563,9 @@ class KernelRenderer {
       laneLoop(from, hi, laneBlock, laneBlock % lanes_ == 0 && laneSize % lanes_ == 0, [&](llvm::Value* x, int n) {
         std::vector<llvm::Value*> c = coords;
         c[lane_] = x;
-        std::vector<llvm::Value*> reduced;
-        if (!nest.reductions.empty()) reduce(c, n, reducedDims, false, reduced);
-        storeVector(c, n, reduced);
+        std::vector<std::vector<llvm::Value*>> reduced(1);
+        if (!nest.reductions.empty()) reduceVectors(c, {x}, n, reducedDims, reduced);
+        storeVector(c, n, reduced[0]);
       });
     });
     b_.CreateRetVoid();
