@@ -257,15 +257,14 @@ class Fuser {
     if (lastP > firstC) return {};
     std::unordered_set<int> inP(members_[p].begin(), members_[p].end()), inC(members_[c].begin(), members_[c].end());
     // Contractions and dedicated kernels in (from, firstC): elementwise work in between is likely
-    // to fuse into the same kernel as well.
-    auto kernelsBetween = [&](int from) {
-      int between = 0;
-      for (int i = from + 1; i < firstC; ++i)
-        if (!inP.count(i) && !inC.count(i) &&
-            (kindOf(*g_.nodes()[i]) == KernelKind::Contraction || kindOf(*g_.nodes()[i]) == KernelKind::Op))
-          ++between;
-      return between;
-    };
+    // to fuse into the same kernel as well. after[i]: how many lie in [i, firstC), counted once.
+    std::vector<int> after(static_cast<size_t>(firstC - lastP) + 1, 0);
+    for (int i = firstC - 1; i > lastP; --i) {
+      const KernelKind kind = kindOf(*g_.nodes()[i]);
+      const bool counts = !inP.count(i) && !inC.count(i) && (kind == KernelKind::Contraction || kind == KernelKind::Op);
+      after[static_cast<size_t>(i - lastP)] = after[static_cast<size_t>(i - lastP + 1)] + (counts ? 1 : 0);
+    }
+    auto kernelsBetween = [&](int from) { return from + 1 >= firstC ? 0 : after[static_cast<size_t>(from + 1 - lastP)]; };
     const int between = kernelsBetween(lastP);
     if (between == 0) return {};
     int64_t readBytes = 0, handedBytes = 0;
