@@ -84,7 +84,15 @@ class PackEmitter {
   llvm::Value* lanes(int first, int count);
   bool maskedLoads();
   PanelRows panelRows(llvm::Value* p);
+  struct Row {
+    llvm::Value *index, *valid;
+  };
+  std::vector<llvm::Value*> offsetsAt(llvm::Value* k);
+  std::vector<Row> rowsAt(const PanelRows& pr, const std::vector<llvm::Value*>& offsets);
   void packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow);
+  void putChunk(const PanelRows::Chunk& c, llvm::Value* dstRow, llvm::Value* v);
+  int64_t maskPeriod() const;
+  void packPeriodic(const PanelRows& pr, llvm::Value* kc, const std::function<llvm::Value*(llvm::Value*)>& dstRow);
   void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
                           const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
   void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr);
@@ -109,6 +117,9 @@ class PackEmitter {
   llvm::GlobalVariable* kTable_ = nullptr;
   int64_t kRows_ = 0;
   llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
+  // The periodic way's masks: [phase][chunk] vectors of `lanes` index-type lanes (null: not used).
+  int64_t period_ = 0;
+  llvm::AllocaInst* masks_ = nullptr;
 };
 
 /// Whether indices may be computed in i32: every functional stays within ±2^30 on the coordinate
@@ -226,6 +237,17 @@ llvm::Function* PackEmitter::emit() {
   batchParts_ = groupParts(0, g_.form.batchDims, toIx(batch));
   buildKTable();
   const int w = width_;
+  const int l = g_.plan.lanes;
+  if (kTable_ && !op_.map.bounds.empty() && op_.quotients.empty() && maskedLoads()) {
+    constexpr int64_t kMostPeriod = 32;
+    const int64_t period = maskPeriod();
+    if (period <= std::min(kMostPeriod, g_.plan.kc)) {
+      period_ = period;
+      const int64_t chunks = (w + l - 1) / l;
+      masks_ = b_.CreateAlloca(g_.withLanes(ix_, l), g_.i64(period * chunks), "masks");
+      masks_->setAlignment(llvm::Align(64));
+    }
+  }
   llvm::Value* rows = f->getArg(5);
   llvm::Value* panels = b_.CreateUDiv(b_.CreateAdd(rows, g_.i64(w - 1)), g_.i64(w));
   llvm::Value* fullPanels = b_.CreateUDiv(rows, g_.i64(w));
@@ -246,7 +268,6 @@ llvm::Function* PackEmitter::emit() {
   // Full panels take a fast path when their rows or k are contiguous (without bounds) or k runs
   // contiguously (bounds masked); the rest is general.
   const bool plain = op_.map.bounds.empty() && op_.quotients.empty();
-  const int l = g_.plan.lanes;
   llvm::Value* firstGeneral = g_.i64(0);
   // The full panels `l` k steps at a time by `block(rows, panel, kk)`, their K tail and padding
   // the general way.
@@ -295,8 +316,27 @@ llvm::Function* PackEmitter::emit() {
       b_.SetInsertPoint(done);
     });
   }
-  g_.loop(firstGeneral, panels, 1, "panel.general",
-          [&](llvm::Value* p) { packGeneral(panelRows(toIx(p)), p, g_.i64(0)); });
+  // The rest; with periodic masks, every panel whose rows are contiguous the periodic way.
+  g_.loop(firstGeneral, panels, 1, "panel.general", [&](llvm::Value* p) {
+    PanelRows pr = panelRows(toIx(p));
+    if (!masks_) {
+      packGeneral(pr, p, g_.i64(0));
+      return;
+    }
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* periodic = llvm::BasicBlock::Create(g_.ctx, "panel.periodic", fn);
+    auto* general = llvm::BasicBlock::Create(g_.ctx, "panel.rows", fn);
+    auto* done = llvm::BasicBlock::Create(g_.ctx, "panel.done", fn);
+    b_.CreateCondBr(pr.contiguous, periodic, general);
+    b_.SetInsertPoint(periodic);
+    packPeriodic(pr, kc, [&](llvm::Value* kk) { return dstRow(p, kk); });
+    packGeneral(pr, p, kc);  // the K padding
+    b_.CreateBr(done);
+    b_.SetInsertPoint(general);
+    packGeneral(pr, p, g_.i64(0));
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  });
   b_.CreateRetVoid();
   return f;
 }
@@ -319,22 +359,23 @@ PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p) {
   return pr;
 }
 
-/// Panel row kk (< kc): every element whose row, bounds and quotients are valid, 0 elsewhere. A row
-/// that is contiguous in memory is loaded with (masked) vector loads; otherwise lane by lane.
-void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow) {
+/// Per functional: its batch, k and constant parts at k (absolute, < K).
+std::vector<llvm::Value*> PackEmitter::offsetsAt(llvm::Value* k) {
   const std::vector<const Affine*> fs = functionals(op_);
-  std::vector<llvm::Value*> offsets;  // per functional: its batch, k and constant parts
+  std::vector<llvm::Value*> offsets;
   if (kTable_) {
-    for (size_t i = 0; i < fs.size(); ++i)
-      offsets.push_back(b_.CreateAdd(batchParts_[i], kTableEntry(b_.CreateAdd(k0_, kk), i)));
+    for (size_t i = 0; i < fs.size(); ++i) offsets.push_back(b_.CreateAdd(batchParts_[i], kTableEntry(k, i)));
   } else {
-    const std::vector<llvm::Value*> kParts = groupParts(kAt_, g_.form.kDims, b_.CreateAdd(k0_, kk));
+    const std::vector<llvm::Value*> kParts = groupParts(kAt_, g_.form.kDims, k);
     for (size_t i = 0; i < fs.size(); ++i)
       offsets.push_back(b_.CreateAdd(b_.CreateAdd(batchParts_[i], kParts[i]), g_.constant(ix_, fs[i]->constant)));
   }
-  struct Row {
-    llvm::Value *index, *valid;
-  };
+  return offsets;
+}
+
+/// Per chunk of the panel's rows, at the k whose `offsets` these are: the operand index of each
+/// lane and whether the lane is valid (its row exists, its bounds and quotients hold).
+std::vector<PackEmitter::Row> PackEmitter::rowsAt(const PanelRows& pr, const std::vector<llvm::Value*>& offsets) {
   std::vector<Row> rows;
   for (const PanelRows::Chunk& c : pr.chunks) {
     auto value = [&](size_t i) { return b_.CreateAdd(c.parts[i], g_.splat(c.count, offsets[i])); };
@@ -351,11 +392,15 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
     }
     rows.push_back(r);
   }
+  return rows;
+}
+
+/// Panel row kk (< kc): every element whose row, bounds and quotients are valid, 0 elsewhere. A row
+/// that is contiguous in memory is loaded with (masked) vector loads; otherwise lane by lane.
+void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow) {
+  const std::vector<Row> rows = rowsAt(pr, offsetsAt(b_.CreateAdd(k0_, kk)));
   llvm::Type* store = g_.storageType();
-  auto put = [&](const PanelRows::Chunk& c, llvm::Value* v) {
-    b_.CreateAlignedStore(g_.toAcc(v, c.count),
-                          b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(c.first)), g_.eltAlign());
-  };
+  auto put = [&](const PanelRows::Chunk& c, llvm::Value* v) { putChunk(c, dstRow, v); };
   // Lane by lane: each valid lane's element; element 0, then zeroed, for the others.
   auto byLanes = [&] {
     for (size_t q = 0; q < rows.size(); ++q) {
@@ -400,6 +445,64 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
   byLanes();
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
+}
+
+/// Stores chunk c's loaded elements `v`, in the accumulator type, into the panel row at dstRow.
+void PackEmitter::putChunk(const PanelRows::Chunk& c, llvm::Value* dstRow, llvm::Value* v) {
+  b_.CreateAlignedStore(g_.toAcc(v, c.count),
+                        b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(c.first)), g_.eltAlign());
+}
+
+/// How many consecutive k the bounds take to repeat: the product of the innermost k dimensions
+/// any bound depends on (a 3×3 window's k is channel, kh, kw and its bounds read kh and kw: 9).
+int64_t PackEmitter::maskPeriod() const {
+  const std::vector<int64_t>& dims = g_.form.kDims;
+  size_t from = dims.size();
+  for (const auto& bound : op_.map.bounds)
+    for (size_t d = 0; d < from; ++d)
+      if (bound.value.coeff[kAt_ + d] != 0) from = d;
+  int64_t period = 1;
+  for (size_t d = from; d < dims.size(); ++d) period *= dims[d];
+  return period;
+}
+
+/// Panel rows [0, kc) of a panel whose rows are contiguous in memory and whose bounds repeat every
+/// period_ k (maskPeriod): the lane masks of the period's phases are computed once per panel, then
+/// each row is its index from the k table and one masked load per chunk with its phase's masks —
+/// a 3×3 window's row costs a few instructions instead of evaluating four bounds per lane.
+void PackEmitter::packPeriodic(const PanelRows& pr, llvm::Value* kc,
+                               const std::function<llvm::Value*(llvm::Value*)>& dstRow) {
+  const int l = g_.plan.lanes;
+  llvm::Type* slot = g_.withLanes(ix_, l);
+  auto slotAt = [&](llvm::Value* phase, size_t chunk) {
+    llvm::Value* at = b_.CreateAdd(b_.CreateMul(toI64(phase), g_.i64(static_cast<int64_t>(pr.chunks.size()))),
+                                   g_.i64(static_cast<int64_t>(chunk)));
+    return b_.CreateInBoundsGEP(slot, masks_, at);
+  };
+  // The phase of k is k mod period_, and k < period_ <= K are rows of the k table.
+  g_.loop(g_.i64(0), g_.i64(period_), 1, "phase", [&](llvm::Value* phase) {
+    const std::vector<Row> rows = rowsAt(pr, offsetsAt(toIx(phase)));
+    for (size_t q = 0; q < rows.size(); ++q)
+      b_.CreateAlignedStore(b_.CreateSExt(rows[q].valid, g_.withLanes(ix_, pr.chunks[q].count)), slotAt(phase, q),
+                            llvm::Align(4));
+  });
+  llvm::Type* store = g_.storageType();
+  llvm::Value* rowFirst = b_.CreateAdd(b_.CreateExtractElement(pr.chunks[0].parts[0], uint64_t{0}), batchParts_[0]);
+  g_.loop(g_.i64(0), kc, 1, "kk", [&](llvm::Value* kk) {
+    llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
+    llvm::Value* phase = b_.CreateURem(k, g_.constant(ix_, period_));
+    // Lane 0 may lie in the padding, so the address is formed without `inbounds`.
+    llvm::Value* first = toI64(b_.CreateAdd(rowFirst, kTableEntry(k, 0)));
+    for (size_t q = 0; q < pr.chunks.size(); ++q) {
+      const PanelRows::Chunk& c = pr.chunks[q];
+      llvm::Type* type = g_.withLanes(store, c.count);
+      llvm::Value* mask = b_.CreateAlignedLoad(g_.withLanes(ix_, c.count), slotAt(phase, q), llvm::Align(4));
+      llvm::Value* valid = b_.CreateICmpSLT(mask, g_.splat(c.count, g_.constant(ix_, 0)));
+      llvm::Value* at = b_.CreateGEP(store, base_, b_.CreateAdd(first, g_.i64(c.first)));
+      putChunk(c, dstRow(kk),
+               b_.CreateMaskedLoad(type, at, storeAlign(), valid, llvm::Constant::getNullValue(type)));
+    }
+  });
 }
 
 /// The first `panels` (full) panels when rows are contiguous: per k, one vector load of `width`

@@ -360,6 +360,26 @@ TEST(Gemm, KeepsABatchInvariantAPacked) {
   EXPECT_FALSE(planOf({"{t}[5,33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"}).reuseA);
 }
 
+// A padded window's bounds repeat along k (channel, kh, kw) every kh·kw steps: their lane masks
+// are computed once per panel and phase. K slices that start mid-period (136 = 15·9 + 1, 152 =
+// 6·25 + 2), partial panels (143 and 90 pixels) and a 7×7 window (period 49, evaluated per row)
+// check that each row takes its own phase.
+TEST(Gemm, ConvWindowMasksRepeatAcrossKSlices) {
+  const Conv convs[] = {
+      {2, 30, 13, 11, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 12, 10, 9, 12, 5, 5, 1, 1, 1, 2, 2, 1, 1},
+      {1, 6, 9, 10, 6, 7, 7, 1, 1, 1, 3, 3, 1, 1},
+  };
+  for (const Conv& c : convs) {
+    for (const Case& k : {c.forward(), c.gradInput()}) {
+      const gemm::Blocking plan = planOf(k);
+      if (c.kh == 3) EXPECT_NE(plan.kc % 9, 0) << k.op << ": a slice starts mid-period";
+      if (c.kh == 5) EXPECT_NE(plan.kc % 25, 0) << k.op << ": a slice starts mid-period";
+      check(hostJit(), k, DType::f32);
+    }
+  }
+}
+
 TEST(Gemm, OperandTypes) {
   check(hostJit(), matmul(33, 257, 257), DType::f16);
   check(hostJit(), matmul(33, 257, 257, true, false), DType::bf16);
