@@ -75,6 +75,9 @@ class PackEmitter {
     };
     std::vector<Chunk> chunks;
     llvm::Value* contiguous = nullptr;
+    // The last panel, short of rows: the rows past the end take row 0's parts (addresses that
+    // exist) and are zeroed after loading, by the ways that load whole rows.
+    bool partial = false;
   };
 
   bool fitsInt32() const;
@@ -83,7 +86,7 @@ class PackEmitter {
   std::vector<llvm::Value*> groupParts(size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
   llvm::Value* lanes(int first, int count);
   bool maskedLoads();
-  PanelRows panelRows(llvm::Value* p);
+  PanelRows panelRows(llvm::Value* p, bool partial = false);
   struct Row {
     llvm::Value *index, *valid;
   };
@@ -272,13 +275,16 @@ llvm::Function* PackEmitter::emit() {
   // The full panels `l` k steps at a time by `block(rows, panel, kk)`, their K tail and padding
   // the general way.
   auto fullPanelsByLanes = [&](const std::function<void(const PanelRows&, llvm::Value*, llvm::Value*)>& block) {
-    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) {
-      PanelRows pr = panelRows(toIx(p));
+    auto panel = [&](llvm::Value* p, bool partial) {
+      PanelRows pr = panelRows(toIx(p), partial);
       llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{l - 1}));
       g_.loop(g_.i64(0), kcMain, l, "kk", [&](llvm::Value* kk) { block(pr, p, kk); });
       packGeneral(pr, p, kcMain);
-    });
-    firstGeneral = fullPanels;
+    };
+    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) { panel(p, false); });
+    // The last panel, short of rows, the same way (at most one: `panels` - `fullPanels`).
+    g_.loop(fullPanels, panels, 1, "panel.partial", [&](llvm::Value* p) { panel(p, true); });
+    firstGeneral = panels;
   };
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
     packContiguousRows(fullPanels, kcPad, dstRow);
@@ -341,19 +347,26 @@ llvm::Function* PackEmitter::emit() {
   return f;
 }
 
-PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p) {
+PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool partial) {
   PanelRows pr;
+  pr.partial = partial;
   llvm::Value* panelFirst = b_.CreateMul(p, g_.constant(ix_, width_));
   llvm::Value* firstIndex = nullptr;
+  std::vector<llvm::Value*> firstParts;  // row 0's, for the missing rows of a partial panel
   pr.contiguous = b_.getTrue();
   for (int first = 0; first < width_; first += g_.plan.lanes) {
     const int count = std::min(g_.plan.lanes, width_ - first);
     llvm::Value* local = b_.CreateAdd(g_.splat(count, panelFirst), lanes(first, count));
     PanelRows::Chunk c{first, count, groupParts(rowAt_, rowDims_, b_.CreateAdd(g_.splat(count, r0_), local)),
                        b_.CreateICmpSLT(local, g_.splat(count, rows_))};
-    if (!firstIndex) firstIndex = b_.CreateExtractElement(c.parts[0], uint64_t{0});
+    if (firstParts.empty())
+      for (llvm::Value* part : c.parts) firstParts.push_back(b_.CreateExtractElement(part, uint64_t{0}));
+    if (!firstIndex) firstIndex = firstParts[0];
     llvm::Value* expected = b_.CreateAdd(g_.splat(count, firstIndex), lanes(first, count));
     pr.contiguous = b_.CreateAnd(pr.contiguous, b_.CreateAndReduce(b_.CreateICmpEQ(c.parts[0], expected)));
+    if (partial)
+      for (size_t i = 0; i < c.parts.size(); ++i)
+        c.parts[i] = b_.CreateSelect(c.valid, c.parts[i], g_.splat(count, firstParts[i]));
     pr.chunks.push_back(std::move(c));
   }
   return pr;
@@ -566,6 +579,9 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
       } else {
         v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
       }
+      if (pr.partial)
+        v = b_.CreateSelect(b_.CreateExtractElement(c.valid, static_cast<uint64_t>(r)), v,
+                            llvm::Constant::getNullValue(v->getType()));
       rows.push_back(g_.toAcc(v, l));
     }
     blocks.push_back(transposeSquare(b_, std::move(rows)));
