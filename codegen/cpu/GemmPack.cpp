@@ -100,6 +100,7 @@ class PackEmitter {
                           const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
   void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr);
   llvm::Value* kTableEntry(llvm::Value* k, size_t functional, int lanes = 1);
+  llvm::Value* kTableSpans(llvm::Value* k, int lanes);
   llvm::Value* toIx(llvm::Value* v) { return b_.CreateTrunc(v, ix_); }
   llvm::Value* toI64(llvm::Value* v) { return b_.CreateSExt(v, b_.getInt64Ty()); }
   llvm::Align storeAlign() { return g_.storeAlign(); }
@@ -116,9 +117,12 @@ class PackEmitter {
   llvm::Value* base_ = nullptr;           // the operand's buffer
   std::vector<llvm::Value*> batchParts_;  // per functional, of the item's batch coordinates
   // When k needs divisions to unravel: every functional's k part plus its constant per k, laid
-  // out [functional][k] with kRows_ = K (null: computed in the loop).
+  // out [functional][k] with kRows_ = K (null: computed in the loop). When K rows would not fit,
+  // the table holds the innermost k dimensions only (kRows_ of them) and every functional is
+  // affine in the outer ones: its entry at k is table[k mod kRows_] + kOuter_ · (k / kRows_).
   llvm::GlobalVariable* kTable_ = nullptr;
   int64_t kRows_ = 0;
+  std::vector<int64_t> kOuter_;  // per functional; empty when the table holds all of K
   llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
   // The periodic way's masks: [phase][chunk] vectors of `lanes` index-type lanes (null: not used).
   int64_t period_ = 0;
@@ -153,27 +157,48 @@ bool PackEmitter::fitsInt32() const {
 /// (channel, kh, kw), a weight gradient's (image, row, column) — and the table is small enough to
 /// stay in cache: one load per functional and panel row instead of a division chain. Laid out
 /// [functional][k], so `lanes` consecutive k of a functional are one vector load. Only k < K is
-/// ever read: K padding rows are zeroed without it.
+/// ever read: K padding rows are zeroed without it. When all of K would be too big (a weight
+/// gradient over many images), the table covers the innermost k dimensions whose outer rest every
+/// functional reads as one stride (the image of a weight gradient's k).
 void PackEmitter::buildKTable() {
   constexpr int64_t kMostBytes = 256 << 10;
   const kernels::GemmForm& f = g_.form;
   const std::vector<const Affine*> fs = functionals(op_);
   bool divides = false;
   for (const Affine* a : fs) divides = divides || !groupStride(*a, kAt_, f.kDims);
-  const int64_t rows = f.k;
-  const int64_t bytes = rows * static_cast<int64_t>(fs.size()) * (ix_->getIntegerBitWidth() / 8);
-  if (!divides || f.k == 0 || bytes > kMostBytes) return;
+  if (!divides || f.k == 0) return;
+  const int64_t entryBytes = static_cast<int64_t>(fs.size()) * (ix_->getIntegerBitWidth() / 8);
+  // The outer k dimensions [0, split): none when all of K fits, else the most that every
+  // functional reads with one stride (and that leave some inner dimension).
+  const std::vector<int64_t>& dims = f.kDims;
+  size_t split = 0;
+  int64_t rows = f.k;
+  if (rows * entryBytes > kMostBytes) {
+    split = dims.size();
+    for (size_t s = dims.size() - 1; s > 0 && split == dims.size(); --s) {
+      const std::vector<int64_t> outer(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(s));
+      bool affine = true;
+      for (const Affine* a : fs) affine = affine && groupStride(*a, kAt_, outer).has_value();
+      if (affine) split = s;
+    }
+    if (split == dims.size()) return;
+    rows = 1;
+    for (size_t d = split; d < dims.size(); ++d) rows *= dims[d];
+    if (rows * entryBytes > kMostBytes) return;
+    const std::vector<int64_t> outer(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(split));
+    for (const Affine* a : fs) kOuter_.push_back(*groupStride(*a, kAt_, outer));
+  }
   std::vector<llvm::Constant*> table;  // [functional][k]: a functional's entries are one vector load apart
-  std::vector<int64_t> coord(f.kDims.size(), 0);
+  std::vector<int64_t> coord(dims.size(), 0);
   for (const Affine* a : fs) {
     for (int64_t k = 0; k < rows; ++k) {
       int64_t flat = k;
-      for (size_t d = f.kDims.size(); d-- > 0;) {
-        coord[d] = flat % f.kDims[d];
-        flat /= f.kDims[d];
+      for (size_t d = dims.size(); d-- > split;) {
+        coord[d] = flat % dims[d];
+        flat /= dims[d];
       }
       int64_t v = a->constant;
-      for (size_t d = 0; d < coord.size(); ++d) v += a->coeff[kAt_ + d] * coord[d];
+      for (size_t d = split; d < coord.size(); ++d) v += a->coeff[kAt_ + d] * coord[d];
       table.push_back(llvm::ConstantInt::get(ix_, static_cast<uint64_t>(v), /*isSigned=*/true));
     }
   }
@@ -185,11 +210,28 @@ void PackEmitter::buildKTable() {
 }
 
 /// The k part (with the constant) of functional `functional` at k, from the k table; with
-/// `lanes` > 1, the vector of k … k + lanes − 1.
+/// `lanes` > 1, the vector of k … k + lanes − 1 (which, with a table of the inner k dimensions
+/// only, must not cross a multiple of kRows_: see kTableSpans).
 llvm::Value* PackEmitter::kTableEntry(llvm::Value* k, size_t functional, int lanes) {
-  llvm::Value* at = b_.CreateAdd(toI64(k), g_.i64(static_cast<int64_t>(functional) * kRows_));
-  return b_.CreateAlignedLoad(g_.withLanes(ix_, lanes), b_.CreateInBoundsGEP(ix_, kTable_, at),
-                              llvm::Align(ix_->getIntegerBitWidth() / 8));
+  llvm::Value* inner = k;
+  llvm::Value* outer = nullptr;
+  if (!kOuter_.empty()) {
+    inner = b_.CreateURem(k, g_.constant(ix_, kRows_));
+    outer = b_.CreateMul(b_.CreateUDiv(k, g_.constant(ix_, kRows_)), g_.constant(ix_, kOuter_[functional]));
+  }
+  llvm::Value* at = b_.CreateAdd(toI64(inner), g_.i64(static_cast<int64_t>(functional) * kRows_));
+  llvm::Value* entry = b_.CreateAlignedLoad(g_.withLanes(ix_, lanes), b_.CreateInBoundsGEP(ix_, kTable_, at),
+                                            llvm::Align(ix_->getIntegerBitWidth() / 8));
+  if (!outer) return entry;
+  return b_.CreateAdd(entry, lanes == 1 ? outer : g_.splat(lanes, outer));
+}
+
+/// Whether the table entries of k … k + lanes − 1 are one vector load (always, unless the table
+/// holds the inner k dimensions only and the steps cross into the next outer index).
+llvm::Value* PackEmitter::kTableSpans(llvm::Value* k, int lanes) {
+  if (kOuter_.empty()) return b_.getTrue();
+  return b_.CreateICmpSLE(b_.CreateAdd(b_.CreateURem(k, g_.constant(ix_, kRows_)), g_.constant(ix_, lanes)),
+                          g_.constant(ix_, kRows_));
 }
 
 /// Σ coeff · coordinate of `a` over the coordinate group at `at` (sizes `dims`) whose flat
@@ -304,7 +346,7 @@ llvm::Function* PackEmitter::emit() {
       llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
       llvm::Value* first = kTableEntry(k, 0);
       llvm::Value* last = kTableEntry(b_.CreateAdd(k, g_.constant(ix_, l - 1)), 0);
-      llvm::Value* run = b_.CreateICmpEQ(b_.CreateSub(last, first), g_.constant(ix_, l - 1));
+      llvm::Value* run = b_.CreateAnd(kTableSpans(k, l), b_.CreateICmpEQ(b_.CreateSub(last, first), g_.constant(ix_, l - 1)));
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
       auto* rowsBlock = llvm::BasicBlock::Create(g_.ctx, "run.rows", fn);

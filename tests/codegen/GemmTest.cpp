@@ -380,6 +380,15 @@ TEST(Gemm, ConvWindowMasksRepeatAcrossKSlices) {
   }
 }
 
+// A weight gradient's k (image, row, column) over 31 images of 27×27 has too many steps for a k
+// table of all of K (22599 × 3 functionals); the table holds one image and adds the image's
+// stride. One channel: the images lie back to back, and 729 = 91·8 + 1, so runs of eight k
+// steps cross from one image into the next (their bounds are not one vector of the table).
+TEST(Gemm, WeightGradientOverManyImages) {
+  const Conv c{31, 1, 27, 27, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  check(hostJit(), c.gradWeight(), DType::f32);
+}
+
 TEST(Gemm, OperandTypes) {
   check(hostJit(), matmul(33, 257, 257), DType::f16);
   check(hostJit(), matmul(33, 257, 257, true, false), DType::bf16);
