@@ -628,10 +628,14 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
     }
     blocks.push_back(transposeSquare(b_, std::move(rows)));
   }
+  // A panel narrower than a vector (MR = 6 of 8 lanes) stores whole vectors in k order, each
+  // overwriting the spare lanes of the one before; the last one's spill into the next panel row,
+  // written later, or the panel's slack (panelElements).
+  const bool overlap = width_ < l;
   for (int kk = 0; kk < l; ++kk) {
     llvm::Value* row = blocks[0][static_cast<size_t>(kk)];
     for (size_t q = 1; q < blocks.size(); ++q) row = concatVectors(b_, row, blocks[q][static_cast<size_t>(kk)]);
-    row = b_.CreateShuffleVector(row, iota(0, width_));  // without the lanes of missing rows
+    if (!overlap) row = b_.CreateShuffleVector(row, iota(0, width_));  // without the lanes of missing rows
     b_.CreateAlignedStore(row, b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(kk * width_)),
                           g_.eltAlign());
   }
