@@ -378,6 +378,10 @@ TEST(Gemm, ConvWindowMasksRepeatAcrossKSlices) {
       check(hostJit(), k, DType::f32);
     }
   }
+  // AVX-512's plan (16 lanes, masked loads of 16-bit elements too), run on the host.
+  const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
+  check(hostJit(), convs[0].gradInput(), DType::f32, {2}, avx512);
+  check(hostJit(), convs[1].forward(), DType::bf16, {1}, avx512);
 }
 
 // A weight gradient's k (image, row, column) over 31 images of 27×27 has too many steps for a k
