@@ -11,8 +11,9 @@
 //                  the canonical quiet NaN where a window holds a NaN; avg: a sum divided by the
 //                  padded window's size or by its positions inside the input.
 //   grads without overlap (stride >= kernel): every dx element gets at most one value, so one item
-//                  per output row zeroes the band of dx rows it owns and stores each window row of N
-//                  windows as one vector: dy at the first maximum (max), the window's share (avg).
+//                  per output row zeroes the band of dx rows it owns (unless its windows tile the
+//                  band) and stores each window row of N windows as one vector: dy at the first
+//                  maximum (max), the window's share (avg).
 //   grads with overlap: max adds dy per plane in window order (maxima found N windows at a time),
 //                  in f32 scratch for f16/bf16; avg sums for each dx element the shares of the
 //                  windows that cover it, one item per dx row.
@@ -113,6 +114,22 @@ void storeTaps(OpEmitter& e, Value* base, DType t, Value* index, std::vector<Val
   e.storeRaw(base, t, index, e.b.CreateShuffleVector(taps[0], mask));
 }
 
+/// The lanes forWindows gives a group of interior windows (narrower for short rows), or 1 when
+/// every window of a row goes alone.
+int windowLanes(const PoolGeometry& g, int lanes) {
+  auto [v0, v1] = g.interiorColumns();
+  while (lanes > 4 && v1 - v0 < lanes) lanes /= 2;
+  return lanes == 1 || v1 - v0 < lanes || !g.vectorRows(lanes) ? 1 : lanes;
+}
+
+/// Whether, without overlap, the stores of every output row's windows cover its band of dx rows
+/// (zeroBand's) entirely, so that the band needs no zeroing first: windows that tile the input
+/// exactly (stride = kernel, no padding, nothing left over) in groups of whole vectors.
+bool windowsTileBands(const PoolGeometry& g, int lanes) {
+  return g.sh == g.kh && g.sw == g.kw && g.ph == 0 && g.pw == 0 && g.oh * g.sh == g.h && g.ow * g.sw == g.w &&
+         windowLanes(g, lanes) > 1;
+}
+
 /// Calls window(v, n) for the windows of one output row, v = 0 .. ow-1: interior windows (every
 /// column inside the input) in groups of n = `lanes` consecutive ones, narrower vectors for short
 /// rows, and the others with n = 1. When `repeatable` (a window's stores do not depend on earlier
@@ -121,8 +138,8 @@ void storeTaps(OpEmitter& e, Value* base, DType t, Value* index, std::vector<Val
 void forWindows(OpEmitter& e, const PoolGeometry& g, int lanes, bool repeatable,
                 const std::function<void(Value*, int)>& window) {
   auto [v0, v1] = g.interiorColumns();
-  while (lanes > 4 && v1 - v0 < lanes) lanes /= 2;
-  if (lanes == 1 || v1 - v0 < lanes || !g.vectorRows(lanes)) v0 = v1 = g.ow;
+  lanes = windowLanes(g, lanes);
+  if (lanes == 1) v0 = v1 = g.ow;
   auto one = [&](Value* v, const Carried&) {
     window(v, 1);
     return Carried{};
@@ -310,7 +327,7 @@ llvm::Function* emitMaxPoolGrad(OpEmitter& e) {
       Value* y = e.rem(item, g.oh);
       Value* plane = e.mul(e.div(item, g.oh), g.h * g.w);
       Span rows = rowSpan(e, g, y);
-      zeroBand(e, g, t, plane, y, rows);
+      if (!windowsTileBands(g, e.lanesFor(t))) zeroBand(e, g, t, plane, y, rows);
       Value* dyRow = e.mul(item, g.ow);
       forWindows(e, g, e.lanesFor(t), true, [&](Value* v, int n) {
         if (n == 1) return addAt(e.out(), t, plane, argmax(plane, rows, v), e.load(e.in(1), t, e.add(dyRow, v)));
@@ -356,7 +373,7 @@ llvm::Function* emitAvgPoolGrad(OpEmitter& e) {
         Value* y = e.rem(item, g.oh);
         Value* plane = e.mul(e.div(item, g.oh), g.h * g.w);
         Span rows = rowSpan(e, g, y);
-        zeroBand(e, g, t, plane, y, rows);
+        if (!windowsTileBands(g, e.lanesFor(t))) zeroBand(e, g, t, plane, y, rows);
         Value* dyRow = e.mul(item, g.ow);
         Value* rowsInside = e.sub(rows.hi, rows.lo);
         forWindows(e, g, e.lanesFor(t), true, [&](Value* v, int n) {

@@ -197,6 +197,9 @@ const std::vector<Pool> kPools = {
     {{1, 1, 6, 70}, {4, 4}, {4, 4}, {2, 2}},      {{1, 2, 11, 60}, {5, 5}, {5, 5}, {0, 2}},
     {{1, 1, 10, 50}, {2, 3}, {3, 4}, {1, 0}},     {{4, 8, 64, 64}, {2, 2}, {2, 2}, {0, 0}},
     {{2, 16, 40, 40}, {3, 3}, {2, 2}, {1, 1}},
+    // Windows that tile the input (the gradients store every dx element without zeroing first):
+    // seven per row in groups of four, the last group shifted back; and three per row, one by one.
+    {{2, 3, 14, 14}, {2, 2}, {2, 2}, {0, 0}},     {{1, 2, 6, 6}, {2, 2}, {2, 2}, {0, 0}},
 };
 
 std::vector<ir::NamedAttr> poolAttrs(const Pool& p) {
