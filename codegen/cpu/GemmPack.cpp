@@ -75,9 +75,6 @@ class PackEmitter {
     };
     std::vector<Chunk> chunks;
     llvm::Value* contiguous = nullptr;
-    // The last panel, short of rows: the rows past the end take row 0's parts (addresses that
-    // exist) and are zeroed after loading, by the ways that load whole rows.
-    bool partial = false;
   };
 
   bool fitsInt32() const;
@@ -86,7 +83,7 @@ class PackEmitter {
   std::vector<llvm::Value*> groupParts(size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
   llvm::Value* lanes(int first, int count);
   bool maskedLoads();
-  PanelRows panelRows(llvm::Value* p, bool partial = false);
+  PanelRows panelRows(llvm::Value* p, bool clamp = false);
   struct Row {
     llvm::Value *index, *valid;
   };
@@ -317,15 +314,13 @@ llvm::Function* PackEmitter::emit() {
   // The full panels `l` k steps at a time by `block(rows, panel, kk)`, their K tail and padding
   // the general way.
   auto fullPanelsByLanes = [&](const std::function<void(const PanelRows&, llvm::Value*, llvm::Value*)>& block) {
-    auto panel = [&](llvm::Value* p, bool partial) {
-      PanelRows pr = panelRows(toIx(p), partial);
+    // Every panel, the last one short of rows too (its missing rows clamped to row 0).
+    g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+      PanelRows pr = panelRows(toIx(p), /*clamp=*/true);
       llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{l - 1}));
       g_.loop(g_.i64(0), kcMain, l, "kk", [&](llvm::Value* kk) { block(pr, p, kk); });
       packGeneral(pr, p, kcMain);
-    };
-    g_.loop(g_.i64(0), fullPanels, 1, "panel", [&](llvm::Value* p) { panel(p, false); });
-    // The last panel, short of rows, the same way (at most one: `panels` - `fullPanels`).
-    g_.loop(fullPanels, panels, 1, "panel.partial", [&](llvm::Value* p) { panel(p, true); });
+    });
     firstGeneral = panels;
   };
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
@@ -356,10 +351,10 @@ llvm::Function* PackEmitter::emit() {
       packTransposed(pr, first, dstRow(p, kk), plain ? nullptr : k);
       b_.CreateBr(done);
       b_.SetInsertPoint(rowsBlock);
-      for (int i = 0; i < l; ++i) {
-        llvm::Value* at = b_.CreateAdd(kk, g_.i64(i));
-        packRowGeneral(pr, toIx(at), dstRow(p, at));
-      }
+      // A loop, not `lanes` copies of the general row: these steps are rare (a run's end) and
+      // the copies were a large part of the kernel's compile time.
+      g_.loop(kk, b_.CreateAdd(kk, g_.i64(l)), 1, "run.row",
+              [&](llvm::Value* at) { packRowGeneral(pr, toIx(at), dstRow(p, at)); });
       b_.CreateBr(done);
       b_.SetInsertPoint(done);
     });
@@ -389,12 +384,11 @@ llvm::Function* PackEmitter::emit() {
   return f;
 }
 
-PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool partial) {
+PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool clamp) {
   PanelRows pr;
-  pr.partial = partial;
   llvm::Value* panelFirst = b_.CreateMul(p, g_.constant(ix_, width_));
   llvm::Value* firstIndex = nullptr;
-  std::vector<llvm::Value*> firstParts;  // row 0's, for the missing rows of a partial panel
+  std::vector<llvm::Value*> firstParts;  // row 0's, for the missing rows of a clamped panel
   pr.contiguous = b_.getTrue();
   for (int first = 0; first < width_; first += g_.plan.lanes) {
     const int count = std::min(g_.plan.lanes, width_ - first);
@@ -406,7 +400,7 @@ PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool partial) {
     if (!firstIndex) firstIndex = firstParts[0];
     llvm::Value* expected = b_.CreateAdd(g_.splat(count, firstIndex), lanes(first, count));
     pr.contiguous = b_.CreateAnd(pr.contiguous, b_.CreateAndReduce(b_.CreateICmpEQ(c.parts[0], expected)));
-    if (partial)
+    if (clamp)
       for (size_t i = 0; i < c.parts.size(); ++i)
         c.parts[i] = b_.CreateSelect(c.valid, c.parts[i], g_.splat(count, firstParts[i]));
     pr.chunks.push_back(std::move(c));
@@ -621,9 +615,6 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
       } else {
         v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
       }
-      if (pr.partial)
-        v = b_.CreateSelect(b_.CreateExtractElement(c.valid, static_cast<uint64_t>(r)), v,
-                            llvm::Constant::getNullValue(v->getType()));
       rows.push_back(g_.toAcc(v, l));
     }
     blocks.push_back(transposeSquare(b_, std::move(rows)));
