@@ -12,15 +12,20 @@
 //     row, column): as the previous way for every `lanes` k steps inside one run — with bounds
 //     (the input's padding), each row's load masked by the bounds on those k steps — the
 //     general way for the others;
-//   - anything else (convolution windows with padding, broadcasts, edge panels, K tails): the
-//     map is evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds
-//     and quotient conditions as lane masks — and a panel row whose index runs contiguously is
+//   - anything else (convolution windows with padding, broadcasts, K tails): the map is
+//     evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds and
+//     quotient conditions as lane masks — and a panel row whose index runs contiguously is
 //     loaded with masked vector loads (an implicit-GEMM row of a convolution, padding masked
-//     off), any other lane by lane.
+//     off), any other lane by lane. When the bounds repeat along k with a short period (a 3×3
+//     window's k = channel, kh, kw: every 9 steps), a contiguous panel's masks are computed once
+//     per phase and each row is one table load and a masked load per vector (the periodic way).
+// The transposed and run ways take the last panel, short of rows, too: its missing rows read row
+// 0, and their copies become product rows that no epilogue reads.
 // When unravelling k takes divisions, the k part of every functional is precomputed per k into a
-// constant table (one load per panel row instead of a div/mod chain; at most 256 KiB); the table
-// also tells where the runs of the third way meet. K padding rows are zeroed in a loop of
-// their own, so the masks of operand rows need no k test.
+// constant table (one load per panel row instead of a div/mod chain; at most 256 KiB; for a deeper
+// K, the inner k dimensions only, the outer ones added by their stride); the table also tells
+// where the runs of the third way meet. K padding rows are zeroed in a loop of their own, so the
+// masks of operand rows need no k test.
 // Indices are computed in i32 when every value of the map fits, in i64 otherwise.
 #include "codegen/cpu/GemmEmitter.h"
 
