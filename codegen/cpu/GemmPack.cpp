@@ -312,14 +312,13 @@ llvm::Function* PackEmitter::emit() {
       b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, w)), dstRow(p, kk), g_.eltAlign());
     });
   };
-  // Full panels take a fast path when their rows or k are contiguous (without bounds) or k runs
-  // contiguously (bounds masked); the rest is general.
+  // Panels take a fast way when their rows or k are contiguous (without bounds) or k runs
+  // contiguously (bounds masked); the rest is general (or periodic).
   const bool plain = op_.map.bounds.empty() && op_.quotients.empty();
   llvm::Value* firstGeneral = g_.i64(0);
-  // The full panels `l` k steps at a time by `block(rows, panel, kk)`, their K tail and padding
-  // the general way.
-  auto fullPanelsByLanes = [&](const std::function<void(const PanelRows&, llvm::Value*, llvm::Value*)>& block) {
-    // Every panel, the last one short of rows too (its missing rows clamped to row 0).
+  // Every panel `l` k steps at a time by `block(rows, panel, kk)`, the last one short of rows
+  // too (its missing rows clamped to row 0); their K tail and padding the general way.
+  auto panelsByLanes = [&](const std::function<void(const PanelRows&, llvm::Value*, llvm::Value*)>& block) {
     g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
       PanelRows pr = panelRows(toIx(p), /*clamp=*/true);
       llvm::Value* kcMain = b_.CreateAnd(kc, g_.i64(~int64_t{l - 1}));
@@ -332,7 +331,7 @@ llvm::Function* PackEmitter::emit() {
     packContiguousRows(fullPanels, kcPad, dstRow);
     firstGeneral = fullPanels;
   } else if (plain && groupStride(op_.map.index, kAt_, g_.form.kDims) == 1) {
-    fullPanelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
+    panelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
       packTransposed(pr, b_.CreateAdd(b_.CreateAdd(k0_, toIx(kk)), g_.constant(ix_, op_.map.index.constant)),
                      dstRow(p, kk));
     });
@@ -342,7 +341,7 @@ llvm::Function* PackEmitter::emit() {
     // first and last table entries are lanes - 1 apart are one stretch of memory per row (they
     // span at most two runs of the innermost k dimension, so the gap says whether the runs
     // meet), packed as above; the others, and the K tail, go the general way.
-    fullPanelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
+    panelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
       llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
       llvm::Value* first = kTableEntry(k, 0);
       llvm::Value* last = kTableEntry(b_.CreateAdd(k, g_.constant(ix_, l - 1)), 0);
@@ -392,7 +391,6 @@ llvm::Function* PackEmitter::emit() {
 PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool clamp) {
   PanelRows pr;
   llvm::Value* panelFirst = b_.CreateMul(p, g_.constant(ix_, width_));
-  llvm::Value* firstIndex = nullptr;
   std::vector<llvm::Value*> firstParts;  // row 0's, for the missing rows of a clamped panel
   pr.contiguous = b_.getTrue();
   for (int first = 0; first < width_; first += g_.plan.lanes) {
@@ -402,8 +400,7 @@ PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool clamp) {
                        b_.CreateICmpSLT(local, g_.splat(count, rows_))};
     if (firstParts.empty())
       for (llvm::Value* part : c.parts) firstParts.push_back(b_.CreateExtractElement(part, uint64_t{0}));
-    if (!firstIndex) firstIndex = firstParts[0];
-    llvm::Value* expected = b_.CreateAdd(g_.splat(count, firstIndex), lanes(first, count));
+    llvm::Value* expected = b_.CreateAdd(g_.splat(count, firstParts[0]), lanes(first, count));
     pr.contiguous = b_.CreateAnd(pr.contiguous, b_.CreateAndReduce(b_.CreateICmpEQ(c.parts[0], expected)));
     if (clamp)
       for (size_t i = 0; i < c.parts.size(); ++i)
@@ -523,7 +520,7 @@ int64_t PackEmitter::maskPeriod() const {
 /// Panel rows [0, kc) of a panel whose rows are contiguous in memory and whose bounds repeat every
 /// period_ k (maskPeriod): the lane masks of the period's phases are computed once per panel, then
 /// each row is its index from the k table and one masked load per chunk with its phase's masks —
-/// a 3×3 window's row costs a few instructions instead of evaluating four bounds per lane.
+/// a 3×3 window's row costs a few instructions instead of evaluating its bounds.
 void PackEmitter::packPeriodic(const PanelRows& pr, llvm::Value* kc,
                                const std::function<llvm::Value*(llvm::Value*)>& dstRow) {
   const int l = g_.plan.lanes;

@@ -159,7 +159,9 @@ void forWindows(OpEmitter& e, const PoolGeometry& g, int lanes, bool repeatable,
 
 /// Zeroes the dx rows that output row y owns where windows do not overlap: from its windows'
 /// first row to the next output row's (the last output row: through the end of the plane).
+/// Nothing where the windows' own stores cover the band (windowsTileBands).
 void zeroBand(OpEmitter& e, const PoolGeometry& g, DType t, Value* plane, Value* y, const Span& rows) {
+  if (windowsTileBands(g, e.lanesFor(t))) return;
   Value* first = e.max(e.i64(0), rows.first);
   Value* next = e.min(e.i64(g.h), e.add(rows.first, g.sh));
   Value* last = e.b.CreateSelect(e.b.CreateICmpEQ(y, e.i64(g.oh - 1)), e.i64(g.h), next);
@@ -327,7 +329,7 @@ llvm::Function* emitMaxPoolGrad(OpEmitter& e) {
       Value* y = e.rem(item, g.oh);
       Value* plane = e.mul(e.div(item, g.oh), g.h * g.w);
       Span rows = rowSpan(e, g, y);
-      if (!windowsTileBands(g, e.lanesFor(t))) zeroBand(e, g, t, plane, y, rows);
+      zeroBand(e, g, t, plane, y, rows);
       Value* dyRow = e.mul(item, g.ow);
       forWindows(e, g, e.lanesFor(t), true, [&](Value* v, int n) {
         if (n == 1) return addAt(e.out(), t, plane, argmax(plane, rows, v), e.load(e.in(1), t, e.add(dyRow, v)));
@@ -373,7 +375,7 @@ llvm::Function* emitAvgPoolGrad(OpEmitter& e) {
         Value* y = e.rem(item, g.oh);
         Value* plane = e.mul(e.div(item, g.oh), g.h * g.w);
         Span rows = rowSpan(e, g, y);
-        if (!windowsTileBands(g, e.lanesFor(t))) zeroBand(e, g, t, plane, y, rows);
+        zeroBand(e, g, t, plane, y, rows);
         Value* dyRow = e.mul(item, g.ow);
         Value* rowsInside = e.sub(rows.hi, rows.lo);
         forWindows(e, g, e.lanesFor(t), true, [&](Value* v, int n) {
