@@ -133,14 +133,27 @@ std::unique_ptr<llvm::Module> loadPart(llvm::MemoryBufferRef bitcode, const Spli
       gv->setVisibility(llvm::GlobalValue::HiddenVisibility);
       gv->setDSOLocal(true);
     }
-  // Other parts' definitions become declarations before their bodies are ever read.
+  // Other parts' definitions become declarations before their bodies are ever read. A declaration
+  // is not dso_local (so default visibility): each part is its own object, which JITLink may place
+  // anywhere in the address space (the CUDA driver's reservations left gigabytes between two
+  // parts on a GPU machine), so a reference to another part must go through a GOT entry or a
+  // call stub of its own object, never a 32-bit PC-relative fixup (lea of a GEMM routine's
+  // address handed to the thread pool). JITLink relaxes the indirection when the target is near.
+  auto external = [](llvm::GlobalValue& gv) {
+    gv.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    gv.setVisibility(llvm::GlobalValue::DefaultVisibility);
+    gv.setDSOLocal(false);
+  };
   for (llvm::Function& f : *m)
-    if (auto it = plan.partOf.find(f.getName().str()); it != plan.partOf.end() && it->second != part) f.deleteBody();
+    if (auto it = plan.partOf.find(f.getName().str()); it != plan.partOf.end() && it->second != part) {
+      f.deleteBody();
+      external(f);
+    }
   for (llvm::GlobalVariable& g : m->globals())
     if (auto it = plan.partOf.find(g.getName().str()); it != plan.partOf.end() && it->second != part) {
       g.setInitializer(nullptr);
-      g.setLinkage(llvm::GlobalValue::ExternalLinkage);
       g.setComdat(nullptr);
+      external(g);
     }
   if (llvm::Error err = m->materializeAll())
     KILN_THROW("cannot read part {} of module '{}': {}", part, bitcode.getBufferIdentifier().str(), llvm::toString(std::move(err)));

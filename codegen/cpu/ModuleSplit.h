@@ -6,7 +6,8 @@
 // bitcode (loadPart reads only the part's function bodies), and the objects link into one
 // JITDylib. The cut never changes the code: a function stays with every local function it may
 // inline and every local constant it uses; only `noinline` local functions (the shared GEMM
-// routines) are called across parts, as hidden external symbols of the dylib.
+// routines) are called across parts, as external symbols of the dylib, hidden where defined and
+// reached through a GOT entry or call stub elsewhere (parts may land gigabytes apart).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,8 @@ struct SplitPlan {
 SplitPlan planSplit(const llvm::Module& m, int maxParts, int64_t minInstructions);
 
 /// Part `part` of the module whose bitcode is `bitcode`, read into `ctx`: the other parts'
-/// definitions become declarations, the plan's shared functions hidden external symbols.
+/// definitions become declarations (default visibility, not dso_local: reached through the GOT or a
+/// stub), the plan's shared functions hidden external symbols where this part defines them.
 std::unique_ptr<llvm::Module> loadPart(llvm::MemoryBufferRef bitcode, const SplitPlan& plan, int part,
                                        llvm::LLVMContext& ctx);
 

@@ -1,11 +1,17 @@
 // The CPU JIT under the kernel renderer: modules built with IRBuilder are optimized, compiled,
 // cached, dumped and called; bad modules and bad targets give kiln::Error.
 #include "codegen/cpu/Jit.h"
+#include "codegen/cpu/ModuleSplit.h"
 #include "support/File.h"
 #include "tests/runtime/TestFiles.h"
 
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <gtest/gtest.h>
 
@@ -272,6 +278,100 @@ TEST(Jit, DefinedHostSymbolsAreCallable) {
               jit.defineSymbol("kiln_test_triple", reinterpret_cast<const void*>(&kilnJitTestSquare));
             }).find("already defined"),
             std::string::npos);
+}
+
+/// A module that splits: an internal noinline `routine` (as the GEMM routines) and `users`
+/// functions, each storing the routine's address in *slot (as a kernel hands it to the thread
+/// pool) and calling it, with a chain of adds that makes each user a part of its own.
+std::unique_ptr<llvm::Module> splitModule(Jit& jit, int users) {
+  std::string ir = "define internal void @routine(ptr %x) noinline {\n"
+                   "  %v = load float, ptr %x\n  %w = fadd float %v, 1.0\n  store float %w, ptr %x\n  ret void\n}\n";
+  for (int u = 0; u < users; ++u) {
+    ir += "define void @user" + std::to_string(u) + "(ptr %slot, ptr %x, ptr %y) {\n"
+          "  store ptr @routine, ptr %slot\n  call void @routine(ptr %x)\n  %a0 = load float, ptr %y\n";
+    for (int i = 1; i <= 300; ++i)
+      ir += "  %a" + std::to_string(i) + " = fadd float %a" + std::to_string(i - 1) + ", 1.0\n";
+    ir += "  store float %a300, ptr %y\n  ret void\n}\n";
+  }
+  llvm::SMDiagnostic error;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(ir, error, jit.context());
+  if (!m) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    error.print("split", os);
+    ADD_FAILURE() << text;
+  }
+  return m;
+}
+
+// A split module's parts are separate objects that JITLink may place gigabytes apart (on a GPU
+// machine the CUDA driver's address reservations did): a part reaches a routine of another part
+// through a GOT entry or a call stub, never a 32-bit PC-relative fixup of the symbol itself.
+TEST(JitSplit, PartsReachEachOtherThroughTheGotOrAStub) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the relocation types checked are x86-64's";
+#endif
+  Jit jit;
+  std::unique_ptr<llvm::Module> whole = splitModule(jit, 3);
+  ASSERT_TRUE(whole);
+  const kiln::cpu::SplitPlan plan = kiln::cpu::planSplit(*whole, 4, 100);
+  ASSERT_GE(plan.instructions.size(), 2u);
+  ASSERT_EQ(plan.shared, std::vector<std::string>{"routine"});
+  std::string bitcode;
+  {
+    llvm::raw_string_ostream os(bitcode);
+    llvm::WriteBitcodeToFile(*whole, os);
+  }
+  int foreign = 0;
+  for (int part = 0; part < static_cast<int>(plan.instructions.size()); ++part) {
+    std::string object = jit.emitObject(kiln::cpu::loadPart(llvm::MemoryBufferRef(bitcode, "split"), plan, part, jit.context()));
+    auto file = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(object, "part"));
+    ASSERT_TRUE(static_cast<bool>(file)) << llvm::toString(file.takeError());
+    for (const llvm::object::SectionRef& section : (*file)->sections())
+      for (const llvm::object::RelocationRef& r : section.relocations()) {
+        llvm::object::symbol_iterator sym = r.getSymbol();
+        if (sym == (*file)->symbol_end()) continue;
+        llvm::Expected<uint32_t> flags = sym->getFlags();
+        ASSERT_TRUE(static_cast<bool>(flags)) << llvm::toString(flags.takeError());
+        if (!(*flags & llvm::object::SymbolRef::SF_Undefined)) continue;
+        llvm::Expected<llvm::StringRef> name = sym->getName();
+        ASSERT_TRUE(static_cast<bool>(name)) << llvm::toString(name.takeError());
+        if (*name != "routine") continue;
+        ++foreign;
+        const uint64_t type = r.getType();
+        llvm::SmallString<32> typeName;
+        r.getTypeName(typeName);
+        EXPECT_TRUE(type != llvm::ELF::R_X86_64_PC32 && type != llvm::ELF::R_X86_64_32 &&
+                    type != llvm::ELF::R_X86_64_32S && type != llvm::ELF::R_X86_64_PC64)
+            << "part " << part << " reaches routine, defined in another part, through " << typeName.str().str();
+      }
+  }
+  EXPECT_GT(foreign, 0) << "no part referred to a routine of another part: the split did not test anything";
+}
+
+// The same module through Jit::compile on two threads: every user stores the one routine's address
+// and the calls through it and from it reach that routine.
+TEST(JitSplit, PartsLinkIntoOneProgram) {
+  JitOptions options;
+  options.compileThreads = 2;
+  Jit jit(options);
+  std::unique_ptr<llvm::Module> m = splitModule(jit, 4);
+  ASSERT_TRUE(m);
+  auto compiled = jit.compile(std::move(m));
+  EXPECT_GT(compiled->parts(), 1);
+  void* first = nullptr;
+  for (int u = 0; u < 4; ++u) {
+    void* slot = nullptr;
+    float x = 10, y = 0.5f;
+    compiled->fn<void(void**, float*, float*)>("user" + std::to_string(u))(&slot, &x, &y);
+    EXPECT_EQ(x, 11) << "user" << u;
+    EXPECT_EQ(y, 300.5f) << "user" << u;
+    ASSERT_NE(slot, nullptr);
+    if (!first) first = slot;
+    EXPECT_EQ(slot, first) << "user" << u << " stored another address of the routine";
+    reinterpret_cast<void (*)(float*)>(slot)(&x);
+    EXPECT_EQ(x, 12) << "through user" << u << "'s pointer";
+  }
 }
 
 TEST(JitErrors, InvalidModuleNamesTheVerifier) {
