@@ -30,7 +30,7 @@
  * assembler's .incbin, and pastes kiln_aot_common.c, kiln_aot_safetensors.c and kiln_aot_cuda.c.
  * That runtime opens the CUDA driver (libcuda.so.1) with dlopen and does what
  * kiln::cuda::Program::run does: inputs to the device, every launch in order on one stream, the
- * update copies (staged ones first), the outputs back. It depends on libc, libm, libpthread and
+ * outputs back, the update copies (staged ones first). It depends on libc, libm, libpthread and
  * libdl; the driver is needed at run time only.
  *
  * Everything in these files is internal to one library: the generated code includes it once and

@@ -443,8 +443,8 @@ KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* we
 
 /* ---------------------------------------------------------------- run */
 
-/* As kiln::cuda::Program's run: inputs up, the launches, the staged copies, the update copies, the
- * outputs down, all on the context's stream; then one synchronisation. */
+/* As kiln::cuda::Program's run: inputs up, the launches, the outputs down, the staged copies, the
+ * update copies, all on the context's stream; then one synchronisation. */
 static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs) {
   const kiln_aot_cuda_program* cp = c->cp;
   const kiln_aot_program* p = &cp->base;
@@ -466,6 +466,12 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
       rc = kaot_cu_fail(name, r, "cuLaunchKernel('%s', grid %ux%ux%u, block %ux%ux%u, %u bytes of shared memory)", L->entry, L->grid[0],
                         L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->shared_bytes);
   }
+  /* Outputs before updates: an output that is a view of a parameter reads the step's starting value. */
+  for (int o = 0; o < p->num_outputs && !rc; ++o) {
+    if (p->outputs[o].bytes == 0) continue;
+    if ((r = kaot_cu.MemcpyDtoHAsync(c->b.outs[o], kaot_cu_address(c, p->output_locs[o]), (size_t)p->outputs[o].bytes, c->stream)) != 0)
+      rc = kaot_cu_fail(name, r, "cuMemcpyDtoHAsync(output %d, %" PRId64 " bytes)", o, p->outputs[o].bytes);
+  }
   for (int pass = 0; pass < 2 && !rc; ++pass)
     for (int u = 0; u < p->num_updates && !rc; ++u) {
       const int64_t bytes = p->params[p->updates[u].param].bytes;
@@ -475,11 +481,6 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
       if ((r = kaot_cu.MemcpyDtoDAsync(dst, src, (size_t)bytes, c->stream)) != 0)
         rc = kaot_cu_fail(name, r, "cuMemcpyDtoDAsync(update %d, %" PRId64 " bytes)", u, bytes);
     }
-  for (int o = 0; o < p->num_outputs && !rc; ++o) {
-    if (p->outputs[o].bytes == 0) continue;
-    if ((r = kaot_cu.MemcpyDtoHAsync(c->b.outs[o], kaot_cu_address(c, p->output_locs[o]), (size_t)p->outputs[o].bytes, c->stream)) != 0)
-      rc = kaot_cu_fail(name, r, "cuMemcpyDtoHAsync(output %d, %" PRId64 " bytes)", o, p->outputs[o].bytes);
-  }
   if ((r = kaot_cu.StreamSynchronize(c->stream)) != 0 && !rc) rc = kaot_cu_fail(name, r, "cuStreamSynchronize (after the run)");
   kaot_cu_leave(c);
   for (int o = 0; o < p->num_outputs && !rc; ++o)

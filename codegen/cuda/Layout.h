@@ -9,10 +9,11 @@
 // A run, as both execute it (on one stream, in this order):
 //   1. the graph inputs are copied to their device buffers (Location::Kind::Input);
 //   2. every step: a kernel launch with `args` resolved to device addresses, or a cuBLASLt product;
-//   3. the update copies: first, for each staged update, value → its staging buffer; then, for
+//   3. the outputs are copied back from their locations (before the updates: an output that is a
+//      view of a parameter reads the value the step started from);
+//   4. the update copies: first, for each staged update, value → its staging buffer; then, for
 //      every update, the value (or its staging buffer) → the parameter. A value that is itself a
-//      parameter or an input is staged, so no copy reads a parameter another copy overwrote;
-//   4. the outputs are copied back from their locations.
+//      parameter or an input is staged, so no copy reads a parameter another copy overwrote.
 //
 // Free of CUDA headers and of any device.
 #pragma once

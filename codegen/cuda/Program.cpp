@@ -221,7 +221,7 @@ struct Program::Impl {
       for (CUdeviceptr& a : b.args) b.argPointers.push_back(&a);
   }
 
-  /// Enqueues one run's device work (uploads from the pinned staging, steps, updates, downloads).
+  /// Enqueues one run's device work (uploads from the pinned staging, steps, downloads, updates).
   void enqueue() {
     gpu::Stream& s = context->stream();
     for (size_t i = 0; i < inputs.size(); ++i) s.upload(inputs[i].ptr(), inputStaging[i].data(), inputs[i].bytes());
@@ -231,10 +231,12 @@ struct Program::Impl {
       else
         blas->matmul(b.desc, b.operands, s);
     }
-    for (const Copy& c : stageCopies) s.copy(c.dst, c.src, c.bytes);
-    for (const Copy& c : updateCopies) s.copy(c.dst, c.src, c.bytes);
+    // Outputs before updates: an output may live in a parameter's buffer (a view of it) and must
+    // read the value from before this run's update.
     for (size_t i = 0; i < layout.outputs.size(); ++i)
       s.download(outputStaging[i].data(), address(layout.outputs[i]), outputStaging[i].bytes());
+    for (const Copy& c : stageCopies) s.copy(c.dst, c.src, c.bytes);
+    for (const Copy& c : updateCopies) s.copy(c.dst, c.src, c.bytes);
   }
 };
 

@@ -286,6 +286,38 @@ TEST_F(AotCudaEmulated, UpdateCopiesAreStagedAsTheJitStagesThem) {
   expectBalanced("swap");
 }
 
+// An output that is a parameter, or a view of one, is the value the step started from: the outputs
+// are copied back before the update copies overwrite the parameters (a random graph on an H200
+// read the updated value when the downloads came last).
+TEST_F(AotCudaEmulated, OutputsThatAreParametersReadThemBeforeTheUpdates) {
+  ir::Graph g("before");
+  const ir::TensorType t{DType::f32, {2, 3}};
+  ir::Value* a = g.addParam("a", t, {ir::Initializer::Kind::Constant, 1.0});
+  ir::Value* b = g.addParam("b", t, {ir::Initializer::Kind::Constant, 2.0});
+  ir::Value* x = g.addInput("x", t);
+  g.addOutput("a", a);
+  g.addOutput("b_flat", kiln::testing::node(g, "reshape", {b}, {{"shape", ir::Ints{6}}}));
+  g.addUpdate(a, x);
+  g.addUpdate(b, g.addNode(*ir::opFromName("add"), {b, x}, {}));
+  Scratch s;
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "before", s.dir);
+  ASSERT_TRUE(fs::exists(r.library));
+  aot::Library lib(r.library, "before");
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  for (int run = 0; run < 3; ++run) {
+    interp::TensorMap in = modelInputs(g, 50 + static_cast<uint64_t>(run));
+    const interp::TensorMap want = jit->run(in);
+    if (run == 0) EXPECT_EQ(want.at("a").at(0), 1.0) << "the CPU JIT's own output";
+    kiln::testing::expectIdentical(want, runLibrary(lib, ctx, g, in), fmt::format("run {}", run));
+    kiln::testing::expectIdentical(jit->params(), libraryParams(lib, ctx, g), fmt::format("run {} parameters", run));
+  }
+  lib.destroy(ctx);
+  expectBalanced("before");
+}
+
 TEST_F(AotCudaEmulated, EmbeddedWeightsNeedNoFile) {
   Scratch s;
   ir::Graph g = zooInference("digits_mlp", 3);
