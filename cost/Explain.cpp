@@ -191,6 +191,9 @@ std::string explainJson(const ExplainReport& r) {
                      rt::json::quote(r.cpuLabel), rt::json::quote(r.gpuLabel));
   out += fmt::format("  \"flops\": {},\n  \"bytes\": {},\n  \"cpu_step_us\": {},\n  \"cpu_run_us\": {},\n", num(c.flops),
                      c.bytes, num(c.cpuStepMicros), num(c.cpuRunMicros));
+  out += fmt::format("  \"inputs\": {},\n  \"input_bytes\": {},\n  \"outputs\": {},\n  \"output_bytes\": {},\n"
+                     "  \"updates\": {},\n  \"update_bytes\": {},\n",
+                     c.inputs, c.inputBytes, c.outputs, c.outputBytes, c.updates, c.updateBytes);
   if (c.hasGpu)
     out += fmt::format("  \"gpu_step_us\": {},\n  \"gpu_transfer_us\": {},\n  \"gpu_launches\": {},\n",
                        num(c.gpuStepMicros), num(c.gpuTransferMicros), c.gpuLaunches);

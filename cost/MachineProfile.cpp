@@ -58,7 +58,8 @@ std::string gpuJson(const GpuProfile& g, const std::string& indent) {
   out += fmt::format("{}\"multiprocessors\": {},\n{}\"memory_bytes\": {},\n", i, g.multiprocessors, i, g.memoryBytes);
   out += fmt::format("{}\"peak_gflops\": {{\"f32\": {}, \"tf32\": {}, \"bf16\": {}, \"f16\": {}}},\n", i,
                      num(g.peakF32), num(g.peakTf32), num(g.peakBf16), num(g.peakF16));
-  out += fmt::format("{}\"gemm_f32\": {},\n", i, gemmJson(g.gemmF32));
+  out += fmt::format("{}\"gemm_f32\": {},\n{}\"gemm_timing\": \"{}\",\n", i, gemmJson(g.gemmF32), i,
+                     g.gemmInGraph ? "graph" : "stream");
   out += fmt::format("{}\"bandwidth_gbps\": {},\n", i, num(g.bandwidthGbps));
   out += fmt::format("{}\"launch_us\": {},\n{}\"graph_node_us\": {},\n{}\"graph_launch_us\": {},\n", i,
                      num(g.launchMicros), i, num(g.graphNodeMicros), i, num(g.graphLaunchMicros));
@@ -132,6 +133,11 @@ struct Reader {
     g.peakBf16 = number(peak, "bf16");
     g.peakF16 = number(peak, "f16");
     g.gemmF32 = gemm(v, "gemm_f32");
+    if (const json::Value* timing = v.find("gemm_timing")) {
+      KILN_CHECK(timing->isString() && (timing->text == "graph" || timing->text == "stream"),
+                 "{}: GPU '{}': gemm_timing must be \"graph\" or \"stream\"", what, g.name);
+      g.gemmInGraph = timing->text == "graph";
+    }
     g.bandwidthGbps = number(v, "bandwidth_gbps");
     g.launchMicros = number(v, "launch_us");
     g.graphNodeMicros = number(v, "graph_node_us");
@@ -184,6 +190,11 @@ double onLadder(const std::vector<BandwidthPoint>& ladder, int64_t bytes, int t)
 double CpuProfile::peak(int t) const { return atThreads(peakGflops, t); }
 
 double CpuProfile::bandwidth(int64_t bytes, int t) const { return onLadder(triad, bytes, t); }
+
+double CpuProfile::memoryBandwidth(int t) const {
+  const std::vector<BandwidthPoint>& ladder = copy.empty() ? triad : copy;
+  return ladder.empty() ? 1 : atThreads(ladder.back().gbps, t);
+}
 
 double CpuProfile::memoryMicros(int64_t readBytes, int64_t writtenBytes, int t) const {
   const int64_t set = std::max<int64_t>(readBytes + writtenBytes, 1);

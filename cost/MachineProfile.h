@@ -27,7 +27,7 @@
 namespace kiln::cost {
 
 /// The format of machine.json; a cache of another format is measured again.
-inline constexpr int kProfileFormat = 1;
+inline constexpr int kProfileFormat = 2;
 
 /// What makes a cached CPU profile valid for this process.
 struct CpuIdentity {
@@ -78,6 +78,8 @@ struct CpuProfile {
   /// of `bytes`, interpolated in log(bytes) between the ladder's points.
   double peak(int t) const;
   double bandwidth(int64_t bytes, int t) const;
+  /// The copy bandwidth of the ladder's largest working set (memory, past every cache) with t threads.
+  double memoryBandwidth(int t) const;
   /// Microseconds to read `readBytes` and write `writtenBytes` with a working set of their sum:
   /// reads at the read ladder's rate, writes at what the triad leaves for its one write in three.
   double memoryMicros(int64_t readBytes, int64_t writtenBytes, int t) const;
@@ -92,7 +94,10 @@ struct GpuProfile {
   int multiprocessors = 0;
   uint64_t memoryBytes = 0;
   double peakF32 = 0, peakTf32 = 0, peakBf16 = 0, peakF16 = 0;
-  std::vector<GemmPoint> gemmF32;   // cuBLASLt f32 products by size (device time)
+  std::vector<GemmPoint> gemmF32;   // cuBLASLt f32 products by size (device time per product)
+  /// How gemmF32 was timed: replayed from a CUDA graph (as a program's steps run; format 2) or
+  /// enqueued back to back on a stream, where the host's work per call bounds small products.
+  bool gemmInGraph = false;
   double bandwidthGbps = 0;         // device-to-device copy: read + write bytes per second
   double launchMicros = 0;          // per kernel launched back to back on a stream
   double graphNodeMicros = 0;       // per kernel of a replayed CUDA graph

@@ -4,7 +4,11 @@
 // the work and a synchronisation. Every figure is the best of a few samples.
 //
 //   peaks       cuBLASLt products of 8192³ in f32, TF32, bf16 and f16 (f32 accumulation)
-//   gemm_f32    cuBLASLt f32 products of a few sizes (what kiln's f32 contractions run)
+//   gemm_f32    cuBLASLt f32 products of a few sizes (what kiln's f32 contractions run), each
+//               captured many times in one CUDA graph and replayed, as a program's steps are: no
+//               host work per product (timed back to back on the stream, the host's work per call
+//               bounded the small ones: 13.9 µs for 32³ on an H200); the stream's figures when a
+//               capture fails
 //   bandwidth   a 1 GiB device-to-device copy, counting the bytes read and written
 //   launch      an empty kernel launched 2000 times back to back: the per-launch rate
 //   graph       a captured graph of 1000 empty kernels against one of 1 kernel: the per-node cost,
@@ -68,7 +72,32 @@ double bestHostMicros(gpu::Context& ctx, F&& fn) {
   return best;
 }
 
-double gemmMs(gpu::Context& ctx, gpu::BlasLt& blas, int64_t size, DType input, bool tf32) {
+/// Best device milliseconds per enqueue() of `reps` enqueues captured in one CUDA graph, replayed
+/// after a warm-up replay (the work was run once on the stream before, so nothing is set up during
+/// the capture).
+template <typename F>
+double bestGraphMs(gpu::Context& ctx, int reps, F&& enqueue) {
+  gpu::Stream& s = ctx.stream();
+  gpu::Graph graph = gpu::Graph::capture(s, [&] {
+    for (int i = 0; i < reps; ++i) enqueue();
+  });
+  graph.launch(s);
+  ctx.synchronize();
+  double best = 1e30;
+  for (int sample = 0; sample < 3; ++sample) {
+    gpu::Event start, end;
+    start.record(s);
+    graph.launch(s);
+    end.record(s);
+    end.synchronize();
+    best = std::min(best, static_cast<double>(gpu::Event::elapsedMs(start, end)) / reps);
+  }
+  return best;
+}
+
+/// A product's device milliseconds: back to back on the stream, or (inGraph) replayed from a graph,
+/// where `*inGraph` is cleared if the capture fails and the stream's figure is returned.
+double gemmMs(gpu::Context& ctx, gpu::BlasLt& blas, int64_t size, DType input, bool tf32, bool* inGraph = nullptr) {
   const size_t elems = static_cast<size_t>(size * size);
   gpu::DeviceBuffer a = ctx.allocate(elems * dtypeSize(input)), b = ctx.allocate(elems * dtypeSize(input));
   const DType output = input == DType::f32 ? DType::f32 : input;
@@ -84,7 +113,14 @@ double gemmMs(gpu::Context& ctx, gpu::BlasLt& blas, int64_t size, DType input, b
   gpu::MatmulOperands ops{a.data(), b.data(), nullptr, d.data(), nullptr};
   const double flops = 2.0 * static_cast<double>(size) * static_cast<double>(size) * static_cast<double>(size);
   const int reps = std::clamp(static_cast<int>(2e11 / flops), 1, 200);
-  return bestDeviceMs(ctx, reps, [&] { blas.matmul(desc, ops, ctx.stream()); });
+  const double stream = bestDeviceMs(ctx, reps, [&] { blas.matmul(desc, ops, ctx.stream()); });
+  if (!inGraph || !*inGraph) return stream;
+  try {
+    return bestGraphMs(ctx, reps, [&] { blas.matmul(desc, ops, ctx.stream()); });
+  } catch (const Error&) {
+    *inGraph = false;
+    return stream;
+  }
 }
 
 GpuProfile measureDevice(int ordinal, const std::function<void(const std::string&)>& say) {
@@ -104,7 +140,14 @@ GpuProfile measureDevice(int ordinal, const std::function<void(const std::string
     g.peakTf32 = bigFlops / (gemmMs(ctx, blas, big, DType::f32, true) * 1e6);
     g.peakBf16 = bigFlops / (gemmMs(ctx, blas, big, DType::bf16, false) * 1e6);
     g.peakF16 = bigFlops / (gemmMs(ctx, blas, big, DType::f16, false) * 1e6);
-    for (int64_t size : {32, 128, 512, 2048}) g.gemmF32.push_back({size, size, size, gemmMs(ctx, blas, size, DType::f32, false) * 1e3});
+    bool inGraph = true;
+    std::vector<GemmPoint> probes;
+    for (int64_t size : {32, 128, 512, 2048})
+      probes.push_back({size, size, size, gemmMs(ctx, blas, size, DType::f32, false, &inGraph) * 1e3});
+    if (!inGraph)  // one capture failed: every probe on the stream, so the curve is of one kind
+      for (GemmPoint& p : probes) p.micros = gemmMs(ctx, blas, p.m, DType::f32, false) * 1e3;
+    g.gemmF32 = std::move(probes);
+    g.gemmInGraph = inGraph;
   }
   {
     say(fmt::format("gpu {}: device bandwidth", ordinal));

@@ -109,6 +109,30 @@ TEST(MachineProfile, JsonRoundTrip) {
   EXPECT_EQ(profileToJson(fakeMachine(false)), profileToJson(profileFromJson(profileToJson(fakeMachine(false)), "t")));
 }
 
+// How the GEMM probes were timed travels with them; a GPU object without the member (written
+// before format 2, such as cost/profiles/h200.json) was timed on the stream.
+TEST(MachineProfile, GemmTimingTravelsAndDefaultsToTheStream) {
+  fs::path dir = scratchDir("timing");
+  auto load = [&](const std::string& text) {
+    const std::string path = (dir / "gpu.json").string();
+    writeFileAtomically(path, text);
+    return gpuProfileFromFile(path);
+  };
+  GpuProfile g = fakeGpu();
+  EXPECT_FALSE(load(gpuProfileToJson(g)).gemmInGraph);
+  g.gemmInGraph = true;
+  const std::string text = gpuProfileToJson(g);
+  EXPECT_THAT(text, HasSubstr("\"gemm_timing\": \"graph\""));
+  EXPECT_TRUE(load(text).gemmInGraph);
+  std::string old = text;
+  old.erase(old.find("\"gemm_timing\""), std::string("\"gemm_timing\": \"graph\",").size());
+  EXPECT_FALSE(load(old).gemmInGraph);
+  std::string bad = text;
+  bad.replace(bad.find("\"graph\""), 7, "\"often\"");
+  EXPECT_THAT([&] { load(bad); }, ::testing::ThrowsMessage<Error>(HasSubstr("gemm_timing must be \"graph\" or \"stream\"")));
+  fs::remove_all(dir);
+}
+
 TEST(MachineProfile, BadJsonNamesTheMember) {
   std::string text = profileToJson(fakeMachine(false));
   std::string noPeak = text;
@@ -116,7 +140,8 @@ TEST(MachineProfile, BadJsonNamesTheMember) {
   EXPECT_THAT([&] { profileFromJson(noPeak, "m.json"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("missing member 'peak_gflops'")));
   std::string oldFormat = text;
-  oldFormat.replace(oldFormat.find("\"format\": 1"), 11, "\"format\": 0");
+  const std::string format = "\"format\": " + std::to_string(kProfileFormat);
+  oldFormat.replace(oldFormat.find(format), format.size(), "\"format\": 0");
   EXPECT_THAT([&] { profileFromJson(oldFormat, "m.json"); }, ::testing::ThrowsMessage<Error>(HasSubstr("format 0")));
 }
 
@@ -125,6 +150,8 @@ TEST(MachineProfile, InterpolatesBandwidthAndClampsThreads) {
   EXPECT_DOUBLE_EQ(c.bandwidth(1 << 10, 1), 50);            // below the ladder: its first point
   EXPECT_DOUBLE_EQ(c.bandwidth(int64_t{1} << 40, 2), 20);     // above: its last
   EXPECT_NEAR(c.bandwidth(int64_t{1} << 25, 1), 32.5, 1e-9);  // halfway in log(bytes)
+  EXPECT_DOUBLE_EQ(c.memoryBandwidth(1), 15);  // the copy ladder's largest working set
+  EXPECT_DOUBLE_EQ(c.memoryBandwidth(2), 20);
   EXPECT_DOUBLE_EQ(c.peak(16), 200);
   EXPECT_DOUBLE_EQ(c.peak(0), 100);
   // Reads at the read ladder's rate; writes at what a triad (8 bytes read, 4 written) leaves.
@@ -263,6 +290,24 @@ TEST(CostModel, ATinyModelOnAGpuIsLaunchAndTransferBound) {
   EXPECT_THAT(v.line, HasSubstr("CPU: "));
   EXPECT_THAT(v.line, HasSubstr("kernel launches"));
   EXPECT_THAT(v.line, HasSubstr("outweigh"));
+}
+
+// The host stages a run's inputs and outputs through pinned buffers at memory speed, whatever
+// their size: twice the bytes, twice the staging.
+TEST(CostModel, GpuRunsStageTheirInputsAtMemorySpeed) {
+  const CpuProfile cpu = fakeCpu();
+  const GpuProfile gpu = fakeGpu();
+  auto transfer = [&](int64_t batch) {
+    ir::Graph g = buildZooModel("simplenet", {.batch = batch});
+    passes::compileGraph(g);
+    const ProgramCost c = predictProgram(g, cpu, &gpu);
+    return std::pair{c.gpuTransferMicros, static_cast<double>(c.inputBytes + c.outputBytes)};
+  };
+  const auto [small, smallBytes] = transfer(1024);
+  const auto [large, largeBytes] = transfer(2048);
+  // The difference: staging at 15 GB/s, the upload and download at 25 GB/s.
+  const double perByte = 1 / (15 * 1e3) + 1 / (25 * 1e3);
+  EXPECT_NEAR(large - small, (largeBytes - smallBytes) * perByte, 0.02 * (large - small));
 }
 
 TEST(CostModel, ABigModelAtALargeBatchFavoursTheGpu) {
