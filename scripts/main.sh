@@ -29,9 +29,9 @@ echo
 echo "== 3. is the GPU worth it? tiny_mlp (64-32-1) and simplenet (1000-512-256-2) =="
 gpu=()
 if $kiln devices 2>/dev/null | grep -q "no CUDA device"; then
-  echo "(no GPU here: the GPU side is predicted from illustrative H100 figures, cost/profiles/h100-illustrative.json —"
-  echo " datasheet peaks derated, typical latencies — not a measurement; the CPU side is measured)"
-  gpu=(--gpu-profile cost/profiles/h100-illustrative.json)
+  echo "(no GPU here: the GPU side is predicted from an NVIDIA H200 that \`kiln profile\` measured on 2026-11-26,"
+  echo " cost/profiles/h200.json; the CPU side is measured on this machine)"
+  gpu=(--gpu-profile cost/profiles/h200.json)
 fi
 $kiln explain tiny_mlp --batch 64 --train --optimizer sgd "${gpu[@]}"
 $kiln bench tiny_mlp --batch 1,64,1024,16384 --train --optimizer sgd --plot "$work/tiny_mlp-bench.svg" "${gpu[@]}"
