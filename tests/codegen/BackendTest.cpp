@@ -251,6 +251,15 @@ TEST(CpuBackend, FusedPatterns) {
     checkText("graph @g(%x: f32[5,6,7,9]) {\n  %y = reduce_sum(%x) {axes=[0,2,3]} : f32[6]\n"
               "  %m = reduce_max(%x) {axes=[1,3], keepdim=true} : f32[5,1,7,1]\n  return %y, %m\n}\n",
               "conv-like reductions", threads);
+    // Reductions over a dimension outside the kept one, in item blocks (13 channels: a block of 8
+    // and one of 5): a per-channel mean feeding a centred sum of squares, the centred values stored
+    // inside the reduced dimensions; and an integer max.
+    checkText("graph @g(%x: f32[5,13,7,9]) {\n  %m = reduce_sum(%x) {axes=[0,2,3], keepdim=true} : f32[1,13,1,1]\n"
+              "  %d = sub(%x, %m) : f32[5,13,7,9]\n  %s = mul(%d, %d) : f32[5,13,7,9]\n"
+              "  %v = reduce_sum(%s) {axes=[0,2,3]} : f32[13]\n  return %d, %v\n}\n",
+              "centred sum of squares per channel", threads);
+    checkText("graph @g(%x: i64[3,17,2,33]) {\n  %y = reduce_max(%x) {axes=[0,2,3]} : i64[17]\n  return %y\n}\n",
+              "integer max per channel", threads);
     checkText("graph @g(%x: f32[1000]) {\n  %i = iota() {shape=[1000], axis=0, dtype=f32} : f32[1000]\n"
               "  %r = random() {shape=[1000], dtype=f32, dist=\"uniform\", seed=5, offset=3} : f32[1000]\n"
               "  %n = random() {shape=[1000], dtype=f32, dist=\"normal\", seed=9, offset=0} : f32[1000]\n"
