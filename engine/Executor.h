@@ -80,7 +80,7 @@ class Executor {
   virtual interp::TensorMap params() const = 0;
   /// The target it runs on (for auto: the device chosen so far).
   virtual Target target() const = 0;
-  /// With ExecutorOptions::profile on the cpu target: per kernel, in schedule order, its mean time
+  /// With ExecutorOptions::profile on the cpu or cuda target: per kernel, in schedule order, its mean time
   /// per run since the last call (then reset); empty otherwise.
   virtual std::vector<KernelTime> kernelProfile() { return {}; }
   /// Milliseconds spent compiling (pipeline and code generation; 0 for the interpreter).

@@ -124,6 +124,12 @@ struct Program::Impl {
   int runs = 0;
   std::unique_ptr<gpu::Event> start, stop;
   double lastDeviceMs = 0;
+  // ProgramOptions::profile: an event when the inputs are up, one after each kernel's last step
+  // (none for a kernel without steps), and the sums per kernel.
+  std::unique_ptr<gpu::Event> stepsBegin;
+  std::vector<std::unique_ptr<gpu::Event>> kernelEnds;
+  std::vector<double> kernelMicros;
+  int64_t profiledRuns = 0;
 
   CUdeviceptr address(const Location& at) const {
     switch (at.kind) {
@@ -225,11 +231,16 @@ struct Program::Impl {
   void enqueue() {
     gpu::Stream& s = context->stream();
     for (size_t i = 0; i < inputs.size(); ++i) s.upload(inputs[i].ptr(), inputStaging[i].data(), inputs[i].bytes());
-    for (BoundStep& b : steps) {
+    const bool profiling = options.profile;
+    if (profiling) stepsBegin->record(s);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      BoundStep& b = steps[i];
       if (b.kernel)
         b.kernel->launch(s, b.grid, b.block, b.shared, b.argPointers.data());
       else
         blas->matmul(b.desc, b.operands, s);
+      const size_t kernel = layout.steps[i].kernel;
+      if (profiling && (i + 1 == steps.size() || layout.steps[i + 1].kernel != kernel)) kernelEnds[kernel]->record(s);
     }
     // Outputs before updates: an output may live in a parameter's buffer (a view of it) and must
     // read the value from before this run's update.
@@ -260,6 +271,8 @@ Program::~Program() {
     impl_->outputStaging.clear();
     impl_->start.reset();
     impl_->stop.reset();
+    impl_->stepsBegin.reset();
+    impl_->kernelEnds.clear();
     impl_->context.reset();
   }
 }
@@ -337,6 +350,11 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.bindSteps();
   I.start = std::make_unique<gpu::Event>();
   I.stop = std::make_unique<gpu::Event>();
+  if (options.profile) {
+    I.stepsBegin = std::make_unique<gpu::Event>();
+    for (size_t k = 0; k < L.kernels.size(); ++k) I.kernelEnds.push_back(std::make_unique<gpu::Event>());
+  }
+  I.kernelMicros.assign(L.kernels.size(), 0.0);
   stream.synchronize();
   return program;
 }
@@ -356,7 +374,7 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   }
   gpu::Stream& s = I.context->stream();
   I.start->record(s);
-  if (I.runs >= 1 && I.options.graphs) {
+  if (I.runs >= 1 && I.options.graphs && !I.options.profile) {
     if (!I.replay) {
       I.replay.emplace(gpu::Graph::capture(s, [&] { I.enqueue(); }));
       I.stats.graphNodes = I.replay->nodeCount();
@@ -369,6 +387,18 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   s.synchronize();
   ++I.runs;
   I.lastDeviceMs = gpu::Event::elapsedMs(*I.start, *I.stop);
+  if (I.options.profile) {
+    // Kernels end in schedule order on the one stream: each one's time runs from the end before it.
+    const gpu::Event* previous = I.stepsBegin.get();
+    std::vector<bool> hasSteps(I.kernelMicros.size(), false);
+    for (const StepLayout& st : I.layout.steps) hasSteps[st.kernel] = true;
+    for (size_t k = 0; k < I.kernelMicros.size(); ++k) {
+      if (!hasSteps[k]) continue;
+      I.kernelMicros[k] += 1e3 * gpu::Event::elapsedMs(*previous, *I.kernelEnds[k]);
+      previous = I.kernelEnds[k].get();
+    }
+    ++I.profiledRuns;
+  }
   interp::TensorMap outputs;
   const auto& outs = I.graph.outputs();
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -414,6 +444,15 @@ const ir::Graph& Program::graph() const { return impl_->graph; }
 const ProgramStats& Program::stats() const { return impl_->stats; }
 const ProgramLayout& Program::layout() const { return impl_->layout; }
 double Program::lastRunDeviceMs() const { return impl_->lastDeviceMs; }
+
+std::vector<double> Program::kernelMicros() const { return impl_->kernelMicros; }
+
+int64_t Program::profiledRuns() const { return impl_->profiledRuns; }
+
+void Program::resetProfile() {
+  std::fill(impl_->kernelMicros.begin(), impl_->kernelMicros.end(), 0.0);
+  impl_->profiledRuns = 0;
+}
 
 std::vector<std::string> Program::kernelNames() const {
   std::vector<std::string> names;

@@ -38,6 +38,10 @@ struct ProgramOptions {
   bool blasLt = true;
   /// Replay runs as a CUDA graph from the second run on.
   bool graphs = true;
+  /// Time every kernel (kernelMicros): runs then enqueue their steps on the stream with a CUDA event
+  /// after each kernel's last step, never as a graph, so each kernel's time is the device time from
+  /// the previous kernel's end to its own, the launch gap included.
+  bool profile = false;
   /// When set, writes DIR/program.cu and DIR/program.ptx and, per kernel, DIR/kernels/NAME.cu and
   /// DIR/kernels/NAME.ptx, where NAME ("k3_matmul_add_relu") says which ops the kernel holds.
   std::string dumpDir;
@@ -81,6 +85,13 @@ class Program {
   std::vector<std::string> kernelNames() const;
   /// Milliseconds of device time of the last run (CUDA events around the steps).
   double lastRunDeviceMs() const;
+  /// With ProgramOptions::profile: per kernel (schedule order), the microseconds of device time its
+  /// steps took, summed over every run since compile or the last resetProfile(); zeros without
+  /// profiling. As cpu::Program's, so engine::Executor reports both alike.
+  std::vector<double> kernelMicros() const;
+  /// The runs kernelMicros() sums over.
+  int64_t profiledRuns() const;
+  void resetProfile();
 
  private:
   Program();

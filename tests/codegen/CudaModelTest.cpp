@@ -345,6 +345,48 @@ TEST_F(CudaBackendTest, TrainingStepsReplayAsCudaGraphsBitForBit) {
   }
 }
 
+// --- Per-kernel profile: a profiled program computes what the replayed one does, never captures a
+// graph, and times every kernel that has steps; the kernels' sum is the steps' device time, within
+// what the uploads before them add to lastRunDeviceMs.
+TEST_F(CudaBackendTest, ProfiledRunsTimeEveryKernel) {
+  ir::Graph g = trainingStep("mnist_mlp", Precision::F32);
+  cuda::ProgramOptions profiled;
+  profiled.profile = true;
+  std::unique_ptr<cuda::Program> timed, replayed;
+  try {
+    timed = compileCuda(g, profiled);
+    replayed = compileCuda(g);
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  EXPECT_EQ(timed->profiledRuns(), 0);
+  double device = 0;
+  for (int run = 0; run < 3; ++run) {
+    interp::TensorMap in = modelInputs(g, 200 + static_cast<uint64_t>(run));
+    expectIdentical(replayed->run(in), timed->run(in), fmt::format("run {}", run + 1));
+    device += timed->lastRunDeviceMs() * 1e3;
+  }
+  EXPECT_EQ(timed->stats().graphNodes, 0u) << "a profiled program replayed a graph";
+  EXPECT_EQ(timed->profiledRuns(), 3);
+  const std::vector<double> micros = timed->kernelMicros();
+  const std::vector<std::string> names = timed->kernelNames();
+  ASSERT_EQ(micros.size(), names.size());
+  std::vector<bool> hasSteps(names.size(), false);
+  for (const cuda::StepLayout& st : timed->layout().steps) hasSteps[st.kernel] = true;
+  double sum = 0;
+  for (size_t k = 0; k < micros.size(); ++k) {
+    if (hasSteps[k]) EXPECT_GT(micros[k], 0) << names[k];
+    else EXPECT_EQ(micros[k], 0) << names[k] << " has no steps";
+    sum += micros[k];
+  }
+  EXPECT_LE(sum, device * 1.001);
+  EXPECT_GT(sum, 0.5 * device);
+  timed->resetProfile();
+  EXPECT_EQ(timed->profiledRuns(), 0);
+  for (double m : timed->kernelMicros()) EXPECT_EQ(m, 0);
+  EXPECT_TRUE(replayed->kernelMicros().empty() || replayed->kernelMicros()[0] == 0) << "profiling is off there";
+}
+
 // --- A program that cannot fit: 24 inputs of 8 GiB (f64[2^30]) need 192 GiB, more than any GPU
 // has. The check comes before any allocation, and the device stays usable.
 

@@ -23,7 +23,7 @@ engine::ExecutorOptions executorOptions(engine::Target target, const std::string
 
 std::string profileTable(const ir::Graph& graph, passes::Precision precision,
                          const std::vector<engine::KernelTime>& times) {
-  if (times.empty()) return "profile: no per-kernel times (the cpu target profiles; cuda and interp do not)\n";
+  if (times.empty()) return "profile: no per-kernel times (the cpu and cuda targets profile; interp does not)\n";
   const ir::Graph compiled = passes::compiledCopy(graph, precision);
   std::map<std::string, const kernels::Kernel*> byName;
   const std::vector<kernels::Kernel> ks = kernels::lowerGraph(compiled);
