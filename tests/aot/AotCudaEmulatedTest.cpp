@@ -11,6 +11,7 @@
 
 #include "codegen/cpu/Program.h"
 #include "codegen/cuda/Layout.h"
+#include "codegen/cuda/Program.h"
 #include "ir/OpInfo.h"
 #include "tests/codegen/CudaEmulation.h"
 #include "tests/codegen/CudaTestSupport.h"
@@ -316,6 +317,57 @@ TEST_F(AotCudaEmulated, OutputsThatAreParametersReadThemBeforeTheUpdates) {
   }
   lib.destroy(ctx);
   expectBalanced("before");
+}
+
+// kiln's own CUDA program (the JIT) on the stand-in driver, without CUDA graphs or cuBLASLt: the
+// same launches as a library's, so its runs, the order of its output and update copies and its
+// per-kernel profile are checked without a GPU (the gpu label checks them on a device).
+TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
+  for (const std::string& model : {std::string("before"), std::string("mnist_mlp")}) {
+    SCOPED_TRACE(model);
+    ir::Graph g("before");
+    if (model == "before") {
+      const ir::TensorType t{DType::f32, {2, 3}};
+      ir::Value* a = g.addParam("a", t, {ir::Initializer::Kind::Constant, 1.0});
+      ir::Value* x = g.addInput("x", t);
+      g.addOutput("a", a);
+      g.addUpdate(a, kiln::testing::node(g, "add", {a, x}));
+    } else {
+      g = zooTrainStep(model, 2);
+    }
+    EmulatedDevice device(g);
+    cuda::ProgramOptions options;
+    options.blasLt = false;
+    options.graphs = false;
+    options.profile = true;
+    std::unique_ptr<cuda::Program> program;
+    try {
+      program = cuda::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""), options);
+    } catch (const std::exception& e) {
+      FAIL() << e.what();
+    }
+    std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+    for (int run = 0; run < 2; ++run) {
+      interp::TensorMap in = modelInputs(g, 60 + static_cast<uint64_t>(run));
+      kiln::testing::expectClose(jit->run(in), program->run(in), fmt::format("run {}", run), 1.0, 1.0);
+      // Adam's second step divides by the root of squared gradients summed in another order: an
+      // absolute floor, as the outputs have.
+      kiln::testing::expectClose(jit->params(), program->params(), fmt::format("run {} parameters", run), 1.0, 1.0);
+      EXPECT_EQ(device.error(), "");
+    }
+    EXPECT_EQ(program->profiledRuns(), 2);
+    const std::vector<double> micros = program->kernelMicros();
+    ASSERT_EQ(micros.size(), program->kernelNames().size());
+    std::vector<bool> hasSteps(micros.size(), false);
+    for (const cuda::StepLayout& st : program->layout().steps) hasSteps[st.kernel] = true;
+    for (size_t k = 0; k < micros.size(); ++k)
+      if (hasSteps[k]) EXPECT_GT(micros[k], 0) << program->kernelNames()[k];
+    program->resetProfile();
+    EXPECT_EQ(program->profiledRuns(), 0);
+    program.reset();
+    EXPECT_EQ(fake().events, 0) << "events outlive the program";
+    EXPECT_EQ(fake().allocations, 0) << "device memory outlives the program";
+  }
 }
 
 TEST_F(AotCudaEmulated, EmbeddedWeightsNeedNoFile) {

@@ -1,5 +1,6 @@
 // A stand-in for the CUDA driver (built as libcuda.so.1, soname libcuda.so.1, in a folder of its
-// own) so that the runtime of CUDA libraries (aot/runtime/kiln_aot_cuda.c) runs without a GPU:
+// own) so that the runtime of CUDA libraries (aot/runtime/kiln_aot_cuda.c), and kiln's own
+// cuda::Program without CUDA graphs or cuBLASLt, run without a GPU:
 // "device memory" is host memory, copies are memcpy, streams run nothing asynchronously, and a
 // kernel launch calls the test's launcher (FakeCudaDriver.h), which runs the rendered kernel on the
 // host emulator. A test dlopens this file by its path before it creates a context: the library's
@@ -11,6 +12,7 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -79,6 +81,9 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = state.ccMajor; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = state.ccMinor; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = 227 * 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *pi = 50 << 20; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
     default: return fail(CUDA_ERROR_INVALID_VALUE, "cuDeviceGetAttribute: unexpected attribute");
   }
   return CUDA_SUCCESS;
@@ -102,13 +107,21 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx) {
   if (pctx) *pctx = reinterpret_cast<CUcontext>(&state);
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  state.current = ctx != nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice) {
+  *bytes = state.freeBytes * 2;
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemGetInfo(size_t* freeBytes, size_t* total) {
   *freeBytes = state.freeBytes;
   *total = state.freeBytes * 2;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
-  if (state.depth == 0) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAlloc without a current context");
+  if (state.depth == 0 && !state.current) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuMemAlloc without a current context");
   if (state.failAllocs) return CUDA_ERROR_OUT_OF_MEMORY;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -146,6 +159,46 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, C
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream) {
   std::memset(reinterpret_cast<void*>(dst), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream) {
+  auto* p = reinterpret_cast<unsigned int*>(dst);
+  for (size_t i = 0; i < n; ++i) p[i] = v;
+  return CUDA_SUCCESS;
+}
+// Events: the stream runs everything at once, so an event records the host clock when it is
+// recorded, and two of them are the host time of the work between.
+CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) {
+  ++state.events;
+  *e = reinterpret_cast<CUevent>(new double(0));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent e) {
+  --state.events;
+  delete reinterpret_cast<double*>(e);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) {
+  *reinterpret_cast<double*>(e) =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  *ms = static_cast<float>(*reinterpret_cast<double*>(end) - *reinterpret_cast<double*>(start));
+  return CUDA_SUCCESS;
+}
+// No CUDA graphs: a program that would capture one gets an error (tests run with graphs off).
+CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
+  return fail(CUDA_ERROR_NOT_SUPPORTED, "the fake driver has no CUDA graphs");
+}
+CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph*) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec*, CUgraph, unsigned long long) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphGetNodes(CUgraph, CUgraphNode*, size_t* n) {
+  if (n) *n = 0;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
@@ -197,7 +250,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int value)
 }
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned shared, CUstream, void** params, void**) {
-  if (state.depth == 0) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuLaunchKernel without a current context");
+  if (state.depth == 0 && !state.current) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuLaunchKernel without a current context");
   if (state.failLaunch != CUDA_SUCCESS) return static_cast<CUresult>(state.failLaunch);
   ++state.launches;
   if (!state.launch) return CUDA_SUCCESS;

@@ -19,6 +19,8 @@ struct KilnFakeCuda {
   std::string loaded;                 // the last module: "sm_90 cubin", "ptx sm_80"
   std::string lastError;
   int depth = 0;                      // pushed contexts
+  bool current = false;               // a context made current by cuCtxSetCurrent (kiln's JIT)
+  int events = 0;
   int retained = 0, streams = 0, modules = 0, allocations = 0, hostAllocations = 0;
   long launches = 0;
   int sharedRaisedTo = 0;
