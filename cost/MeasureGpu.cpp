@@ -95,9 +95,9 @@ double bestGraphMs(gpu::Context& ctx, int reps, F&& enqueue) {
   return best;
 }
 
-/// A product's device milliseconds: back to back on the stream, or (inGraph) replayed from a graph,
-/// where `*inGraph` is cleared if the capture fails and the stream's figure is returned.
-double gemmMs(gpu::Context& ctx, gpu::BlasLt& blas, int64_t size, DType input, bool tf32, bool* inGraph = nullptr) {
+/// A product's device milliseconds back to back on the stream; with `graphMs`, also replayed from a
+/// graph there (-1 when the capture fails).
+double gemmMs(gpu::Context& ctx, gpu::BlasLt& blas, int64_t size, DType input, bool tf32, double* graphMs = nullptr) {
   const size_t elems = static_cast<size_t>(size * size);
   gpu::DeviceBuffer a = ctx.allocate(elems * dtypeSize(input)), b = ctx.allocate(elems * dtypeSize(input));
   const DType output = input == DType::f32 ? DType::f32 : input;
@@ -114,13 +114,14 @@ double gemmMs(gpu::Context& ctx, gpu::BlasLt& blas, int64_t size, DType input, b
   const double flops = 2.0 * static_cast<double>(size) * static_cast<double>(size) * static_cast<double>(size);
   const int reps = std::clamp(static_cast<int>(2e11 / flops), 1, 200);
   const double stream = bestDeviceMs(ctx, reps, [&] { blas.matmul(desc, ops, ctx.stream()); });
-  if (!inGraph || !*inGraph) return stream;
-  try {
-    return bestGraphMs(ctx, reps, [&] { blas.matmul(desc, ops, ctx.stream()); });
-  } catch (const Error&) {
-    *inGraph = false;
-    return stream;
+  if (graphMs) {
+    try {
+      *graphMs = bestGraphMs(ctx, reps, [&] { blas.matmul(desc, ops, ctx.stream()); });
+    } catch (const Error&) {
+      *graphMs = -1;
+    }
   }
+  return stream;
 }
 
 GpuProfile measureDevice(int ordinal, const std::function<void(const std::string&)>& say) {
@@ -140,14 +141,15 @@ GpuProfile measureDevice(int ordinal, const std::function<void(const std::string
     g.peakTf32 = bigFlops / (gemmMs(ctx, blas, big, DType::f32, true) * 1e6);
     g.peakBf16 = bigFlops / (gemmMs(ctx, blas, big, DType::bf16, false) * 1e6);
     g.peakF16 = bigFlops / (gemmMs(ctx, blas, big, DType::f16, false) * 1e6);
-    bool inGraph = true;
-    std::vector<GemmPoint> probes;
-    for (int64_t size : {32, 128, 512, 2048})
-      probes.push_back({size, size, size, gemmMs(ctx, blas, size, DType::f32, false, &inGraph) * 1e3});
-    if (!inGraph)  // one capture failed: every probe on the stream, so the curve is of one kind
-      for (GemmPoint& p : probes) p.micros = gemmMs(ctx, blas, p.m, DType::f32, false) * 1e3;
-    g.gemmF32 = std::move(probes);
-    g.gemmInGraph = inGraph;
+    // Graph figures when every capture worked, else every probe's stream figure: one kind per curve.
+    std::vector<GemmPoint> stream, graph;
+    for (int64_t size : {32, 128, 512, 2048}) {
+      double graphMs = -1;
+      stream.push_back({size, size, size, gemmMs(ctx, blas, size, DType::f32, false, &graphMs) * 1e3});
+      graph.push_back({size, size, size, graphMs * 1e3});
+    }
+    g.gemmInGraph = std::all_of(graph.begin(), graph.end(), [](const GemmPoint& p) { return p.micros > 0; });
+    g.gemmF32 = g.gemmInGraph ? std::move(graph) : std::move(stream);
   }
   {
     say(fmt::format("gpu {}: device bandwidth", ordinal));

@@ -125,7 +125,7 @@ struct Program::Impl {
   std::unique_ptr<gpu::Event> start, stop;
   double lastDeviceMs = 0;
   // ProgramOptions::profile: an event when the inputs are up, one after each kernel's last step
-  // (none for a kernel without steps), and the sums per kernel.
+  // (null for a kernel without steps), and the sums per kernel.
   std::unique_ptr<gpu::Event> stepsBegin;
   std::vector<std::unique_ptr<gpu::Event>> kernelEnds;
   std::vector<double> kernelMicros;
@@ -352,7 +352,9 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.stop = std::make_unique<gpu::Event>();
   if (options.profile) {
     I.stepsBegin = std::make_unique<gpu::Event>();
-    for (size_t k = 0; k < L.kernels.size(); ++k) I.kernelEnds.push_back(std::make_unique<gpu::Event>());
+    I.kernelEnds.resize(L.kernels.size());
+    for (const StepLayout& st : L.steps)
+      if (!I.kernelEnds[st.kernel]) I.kernelEnds[st.kernel] = std::make_unique<gpu::Event>();
   }
   I.kernelMicros.assign(L.kernels.size(), 0.0);
   stream.synchronize();
@@ -390,10 +392,8 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   if (I.options.profile) {
     // Kernels end in schedule order on the one stream: each one's time runs from the end before it.
     const gpu::Event* previous = I.stepsBegin.get();
-    std::vector<bool> hasSteps(I.kernelMicros.size(), false);
-    for (const StepLayout& st : I.layout.steps) hasSteps[st.kernel] = true;
     for (size_t k = 0; k < I.kernelMicros.size(); ++k) {
-      if (!hasSteps[k]) continue;
+      if (!I.kernelEnds[k]) continue;
       I.kernelMicros[k] += 1e3 * gpu::Event::elapsedMs(*previous, *I.kernelEnds[k]);
       previous = I.kernelEnds[k].get();
     }
