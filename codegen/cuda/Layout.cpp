@@ -40,7 +40,7 @@ uint32_t dim(int64_t v, const char* what, const std::string& entry) {
 
 }  // namespace
 
-ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt) {
+ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt, int64_t blasMinMacs) {
   ProgramLayout L;
   L.sm = sm;
   L.blasLt = blasLt;
@@ -51,6 +51,7 @@ ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt) {
   RenderOptions ro;
   ro.sm = sm;
   ro.blasLt = blasLt;
+  ro.blasMinMacs = blasMinMacs;
   for (const kernels::Kernel& k : L.kernels) L.rendered.push_back(renderKernel(k, ro));
   L.source = programSource(L.rendered);
   L.renderMs = msSince(t0);

@@ -99,6 +99,9 @@ struct ProgramLayout {
 /// Lowers `graph` (after passes::compileGraph; without a memory plan every intermediate is owned),
 /// renders its kernels for SM `sm` (80 or 90) and places every buffer. Throws kiln::Error naming the
 /// kernel that cannot be rendered.
-ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt = true);
+/// With blasLt, matmuls of fewer multiply-adds than blasMinMacs still take the generated GEMM
+/// (RenderOptions::blasMinMacs).
+ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt = true,
+                            int64_t blasMinMacs = RenderOptions::kBlasMinMacs);
 
 }  // namespace kiln::cuda

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -287,7 +288,16 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.stats.arch = props.arch();
   const int sm = props.ccMajor * 10 + props.ccMinor;
 
-  I.layout = layoutProgram(I.graph, sm >= 90 ? 90 : 80, options.blasLt);
+  bool blasLt = options.blasLt;
+  int64_t blasMinMacs = options.blasMinMacs;
+  if (const char* route = std::getenv("KILN_CUDA_GEMM"); route && *route) {
+    const std::string r = route;
+    KILN_CHECK(r == "auto" || r == "cublaslt" || r == "generated",
+               "KILN_CUDA_GEMM='{}': expected auto, cublaslt or generated", r);
+    if (r == "cublaslt") blasLt = true, blasMinMacs = 0;
+    if (r == "generated") blasLt = false;
+  }
+  I.layout = layoutProgram(I.graph, sm >= 90 ? 90 : 80, blasLt, blasMinMacs);
   const ProgramLayout& L = I.layout;
   I.stats.lowerMs = L.lowerMs;
   I.stats.renderMs = L.renderMs;

@@ -34,8 +34,12 @@ namespace kiln::cuda {
 
 struct ProgramOptions {
   int device = 0;
-  /// Matmul-form contractions through cuBLASLt (else the generated GEMM).
+  /// Matmul-form contractions through cuBLASLt (else the generated GEMM), those of at least
+  /// blasMinMacs multiply-adds (RenderOptions::blasMinMacs). The environment variable
+  /// KILN_CUDA_GEMM overrides both: `cublaslt` (every matmul cuBLASLt can compute), `generated`
+  /// (none), `auto` (these options).
   bool blasLt = true;
+  int64_t blasMinMacs = RenderOptions::kBlasMinMacs;
   /// Replay runs as a CUDA graph from the second run on.
   bool graphs = true;
   /// Time every kernel (kernelMicros): runs then enqueue their steps on the stream with a CUDA event

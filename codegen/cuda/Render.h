@@ -30,6 +30,11 @@ struct RenderOptions {
   /// Matmul-form contractions run through cuBLASLt (a Blas step plus, unless cuBLASLt's own
   /// epilogue covers it, an epilogue launch); false: the generated GEMM with the fused epilogue.
   bool blasLt = true;
+  /// With blasLt, products of fewer multiply-adds (batch·m·n·k) than this still take the generated
+  /// GEMM: one launch with the epilogue fused beats a cuBLASLt call (and its epilogue launch)
+  /// on small products (docs/PERFORMANCE.md, "small products on the GPU").
+  int64_t blasMinMacs = kBlasMinMacs;
+  static constexpr int64_t kBlasMinMacs = int64_t{1} << 22;
 };
 
 /// A buffer a step reads or writes: index i < kernel.buffers.size() is that buffer of the kernel
@@ -71,6 +76,8 @@ struct RenderedKernel {
   std::string code;                   // its entry points (no prelude), every entry prefixed by `name`
   std::vector<Step> steps;            // run in order on one stream
   std::vector<int64_t> scratchBytes;  // the scratch areas the steps use (BufferRef past the buffers)
+  /// The generated GEMM's steps along K per block (its latency chain; 0 without a generated GEMM).
+  int64_t gemmKSteps = 0;
 };
 
 /// Renders `k`. Throws kiln::Error naming the kernel and the construct it cannot render.

@@ -3,14 +3,16 @@
 //
 //   cuBLASLt   a matmul whose GEMM form (kernels/Gemm.h) reads plain row-major matrices (each
 //              possibly transposed) at a uniform batch stride, with f32, bf16 or f16 operands, when
-//              options.blasLt. When the epilogue nest stores exactly Acc, relu, the tanh GELU, +bias,
+//              options.blasLt and the product has at least options.blasMinMacs multiply-adds
+//              (4 Mi by default: below, a cuBLASLt call costs more than the generated GEMM's one
+//              launch; docs/PERFORMANCE.md, "Small products on the GPU"). When the epilogue nest stores exactly Acc, relu, the tanh GELU, +bias,
 //              or bias then relu/GELU, in the product's dtype, at the product's own positions, one
 //              Blas step does it all (cuBLASLt's epilogue; GELU is its tanh form, so only the
 //              nest's tanh form folds). Otherwise cuBLASLt writes the f32 product to a scratch area
 //              and a launch of the epilogue reads it (Acc = the f32 value, rounded to the product's
 //              dtype as the generated GEMM rounds it).
 //   generated  everything else (convolutions, integer and f64 products, batches cuBLASLt cannot
-//              stride, and every matmul when !options.blasLt): the tiled GEMM of GemmKernel.cpp with
+//              stride, small products, and every matmul when !options.blasLt): the tiled GEMM of GemmKernel.cpp with
 //              the epilogue evaluated from the accumulator registers — one launch, or, when the tiles
 //              alone would leave the device idle and K is long (weight gradients), split-K: the GEMM
 //              writes each split's partial products to scratch and a second launch adds them in
@@ -262,7 +264,8 @@ class ContractionRenderer {
 
   RenderedKernel render() {
     out_.name = k_.name;
-    std::optional<BlasMatmul> blas = o_.blasLt && !tile_ ? blasProduct(k_, f_) : std::nullopt;
+    const bool small = static_cast<double>(f_.batch) * f_.m * f_.n * f_.k < static_cast<double>(o_.blasMinMacs);
+    std::optional<BlasMatmul> blas = o_.blasLt && !small && !tile_ ? blasProduct(k_, f_) : std::nullopt;
     if (blas && fold(*blas)) return out_;
     epilogueFunction();
     if (blas) {
@@ -340,6 +343,7 @@ class ContractionRenderer {
       out_.scratchBytes.push_back(splits * f_.batch * f_.m * f_.n * dtypeSize(acc_));
     }
     out_.code += gemm::gemmKernelSource(k_, f_, t, e);
+    out_.gemmKSteps = ceilDiv(chunk, t.bk);
     launch(name_, tiles * splits, t.threads);
     if (splits == 1) return;
     std::string entry = name_ + "_sum";

@@ -370,6 +370,45 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
   }
 }
 
+TEST_F(AotCudaEmulated, KilnCudaGemmChoosesWhichProductsTakeCublasLt) {
+  // A 300×256 · 256×128 product (9.8 M multiply-adds, over RenderOptions::kBlasMinMacs) and a
+  // 300×128 · 128×2 one (77 k, under it).
+  ir::Graph g("route");
+  ir::Value* x = g.addInput("x", {DType::f32, {300, 256}});
+  ir::Value* w = g.addInput("w", {DType::f32, {256, 128}});
+  ir::Value* v = g.addInput("v", {DType::f32, {128, 2}});
+  g.addOutput("y", kiln::testing::node(g, "matmul", {kiln::testing::node(g, "matmul", {x, w}), v}));
+  const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::F32, "");
+  EmulatedDevice device(g);
+  struct Env {  // sets KILN_CUDA_GEMM for one compile
+    explicit Env(const char* value) { ::setenv("KILN_CUDA_GEMM", value, 1); }
+    ~Env() { ::unsetenv("KILN_CUDA_GEMM"); }
+  };
+  // The options alone: the large product through cuBLASLt, the small one generated.
+  EXPECT_EQ(cuda::layoutProgram(compiled, 90).blasCalls, 1);
+  EXPECT_EQ(cuda::layoutProgram(compiled, 90, true, 0).blasCalls, 2);
+  {
+    Env env("generated");  // no cuBLASLt at all: the program runs on the stand-in driver
+    std::unique_ptr<cuda::Program> program = cuda::Program::compile(compiled, cuda::ProgramOptions{.graphs = false});
+    EXPECT_EQ(program->stats().blasCalls, 0);
+    EXPECT_EQ(program->stats().launches, 2);
+    interp::TensorMap in = modelInputs(g, 5);
+    kiln::testing::expectClose(interp::run(g, in), program->run(in), "generated products", 1.0, 1.0);
+    EXPECT_EQ(device.error(), "");
+  }
+  {
+    Env env("fastest");
+    try {
+      cuda::Program::compile(compiled, {});
+      FAIL() << "KILN_CUDA_GEMM=fastest was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("KILN_CUDA_GEMM='fastest': expected auto, cublaslt or generated"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(AotCudaEmulated, EmbeddedWeightsNeedNoFile) {
   Scratch s;
   ir::Graph g = zooInference("digits_mlp", 3);

@@ -178,6 +178,7 @@ TEST_F(CudaBackendTest, MatmulInEveryTranspositionWithAndWithoutEpilogue) {
       CheckOptions o;
       o.scaleFactor = 1;
       o.program.blasLt = blasLt;
+      o.program.blasMinMacs = 0;  // with blasLt, cuBLASLt for the small products too
       checkAgainstInterpreter(g, randomInputs(g, 23), g.name(), o);
     }
 }
@@ -227,6 +228,7 @@ TEST_F(CudaBackendTest, ConvolutionsAndTheirGradients) {
     CheckOptions o;
     o.scaleFactor = 1;
     o.program.blasLt = v.blasLt;
+    o.program.blasMinMacs = 0;
     checkAgainstInterpreter(g, randomInputs(g, 29), g.name(), o);
   }
 }

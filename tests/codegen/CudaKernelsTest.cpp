@@ -215,6 +215,10 @@ std::string linear(int m, int n, int k, const std::string& act) {
                      m, n, k, y);
 }
 
+/// cuBLASLt for every product it can compute, small ones included (the default leaves products
+/// under RenderOptions::kBlasMinMacs multiply-adds to the generated GEMM).
+const cuda::RenderOptions kEveryProduct{.blasMinMacs = 0};
+
 /// The buffer of kernel `k` holding the graph value named `name`.
 int32_t bufferNamed(const kernels::Kernel& k, const std::string& name) {
   for (size_t i = 0; i < k.buffers.size(); ++i)
@@ -227,7 +231,7 @@ int32_t bufferNamed(const kernels::Kernel& k, const std::string& name) {
 TEST(CudaContraction, LinearBiasReluIsOneBlasStep) {
   const auto ks = compiled(linear(37, 19, 23, "%y = relu(%h) : f32[{m},{n}]"));
   const kernels::Kernel& k = contraction(ks);
-  cuda::RenderedKernel r = cuda::renderKernel(k);
+  cuda::RenderedKernel r = cuda::renderKernel(k, kEveryProduct);
   ASSERT_EQ(r.steps.size(), 1u) << r.code;
   ASSERT_EQ(r.steps[0].kind, cuda::Step::Kind::Blas);
   const cuda::BlasMatmul& b = r.steps[0].blas;
@@ -245,6 +249,25 @@ TEST(CudaContraction, LinearBiasReluIsOneBlasStep) {
   EXPECT_TRUE(r.scratchBytes.empty());
 }
 
+TEST(CudaContraction, SmallProductsTakeTheGeneratedGemmLargeOnesCublasLt) {
+  // 37·19·23 multiply-adds: one generated launch with bias and ReLU fused.
+  const auto small = compiled(linear(37, 19, 23, "%y = relu(%h) : f32[{m},{n}]"));
+  cuda::RenderedKernel r = cuda::renderKernel(contraction(small));
+  ASSERT_EQ(r.steps.size(), 1u) << r.code;
+  EXPECT_EQ(r.steps[0].kind, cuda::Step::Kind::Launch);
+  // 256·128·128 = kBlasMinMacs: cuBLASLt with its epilogue.
+  static_assert(256 * 128 * 128 == cuda::RenderOptions::kBlasMinMacs);
+  const auto large = compiled(linear(256, 128, 128, "%y = relu(%h) : f32[{m},{n}]"));
+  r = cuda::renderKernel(contraction(large));
+  ASSERT_EQ(r.steps.size(), 1u) << r.code;
+  EXPECT_EQ(r.steps[0].kind, cuda::Step::Kind::Blas);
+  // One multiply-add fewer than the threshold (a product of 256·128·127): generated.
+  const auto under = compiled(linear(256, 128, 127, "%y = relu(%h) : f32[{m},{n}]"));
+  EXPECT_EQ(cuda::renderKernel(contraction(under)).steps.at(0).kind, cuda::Step::Kind::Launch);
+  // The threshold is an option: 0 sends every product cuBLASLt can compute there.
+  EXPECT_EQ(cuda::renderKernel(contraction(small), kEveryProduct).steps.at(0).kind, cuda::Step::Kind::Blas);
+}
+
 TEST(CudaContraction, CublasEpiloguesFoldOnlyWhenTheyMatch) {
   using E = cuda::BlasMatmul::Epilogue;
   struct Case {
@@ -260,7 +283,7 @@ TEST(CudaContraction, CublasEpiloguesFoldOnlyWhenTheyMatch) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.act);
     const auto ks = compiled(linear(8, 16, 32, c.act));
-    cuda::RenderedKernel r = cuda::renderKernel(contraction(ks));
+    cuda::RenderedKernel r = cuda::renderKernel(contraction(ks), kEveryProduct);
     ASSERT_GE(r.steps.size(), 1u);
     ASSERT_EQ(r.steps[0].kind, cuda::Step::Kind::Blas);
     if (c.folded) {
@@ -279,7 +302,7 @@ TEST(CudaContraction, CublasEpiloguesFoldOnlyWhenTheyMatch) {
   // A plain matmul: cuBLASLt writes the result itself.
   const auto plain = compiled("graph @g {\n  input %a : f32[5,6]\n  input %b : f32[6,7]\n"
                               "  %y = matmul(%a, %b) : f32[5,7]\n  output %y = %y\n}\n");
-  cuda::RenderedKernel r = cuda::renderKernel(contraction(plain));
+  cuda::RenderedKernel r = cuda::renderKernel(contraction(plain), kEveryProduct);
   ASSERT_EQ(r.steps.size(), 1u);
   EXPECT_EQ(r.steps[0].blas.epilogue, E::None);
   EXPECT_FALSE(r.steps[0].blas.transA || r.steps[0].blas.transB);
@@ -289,7 +312,7 @@ TEST(CudaContraction, BatchedMatmulStrides) {
   auto blas = [](const std::string& a, const std::string& b, const std::string& attrs, const std::string& y) {
     const auto ks = compiled(fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  %y = matmul(%a, %b) {} : {}\n"
                                          "  output %y = %y\n}}\n", a, b, attrs, y));
-    return cuda::renderKernel(contraction(ks));
+    return cuda::renderKernel(contraction(ks), kEveryProduct);
   };
   // Batches of A against one B: one taller product.
   cuda::RenderedKernel merged = blas("f32[3,5,6]", "f32[6,7]", "", "f32[3,5,7]");
@@ -327,7 +350,7 @@ TEST(CudaContraction, AmpLinearReadsTheProductFromScratch) {
   const auto ks = compiled(linear(32, 64, 128, "%y = relu(%h) : f32[{m},{n}]"), passes::Precision::BF16);
   const kernels::Kernel& k = contraction(ks);
   EXPECT_EQ(k.contraction.result.dtype, DType::bf16);
-  cuda::RenderedKernel r = cuda::renderKernel(k);
+  cuda::RenderedKernel r = cuda::renderKernel(k, kEveryProduct);
   ASSERT_EQ(r.steps.size(), 2u) << r.code;
   EXPECT_EQ(r.steps[0].blas.typeA, DType::bf16);
   EXPECT_EQ(r.steps[0].blas.typeD, DType::f32);
