@@ -39,6 +39,10 @@ constexpr double kElementwiseRate = 0.25;
 constexpr double kSmallGemmRate = 0.5;
 /// The GPU: elementwise ops at half the f32 FMA peak (one op per lane and cycle, not two).
 constexpr double kGpuElementwiseRate = 0.5;
+/// One step along K of the generated GEMM's blocks (load the next tile from memory, barrier,
+/// compute): the slope of small generated products' device times against their K steps, fitted
+/// to six products of tiny_mlp's and mnist_mlp's training steps on an H200 (docs/COST.md).
+constexpr double kGpuGemmStepMicros = 0.47;
 
 /// Nanoseconds on one thread of the loop nests of `k` (a contraction's epilogue included) beyond
 /// memory: each expression at every point (plain ops at kElementwiseRate, costly ones plus their
@@ -395,26 +399,37 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
   return e;
 }
 
-int gpuLaunchesOf(const kernels::Kernel& k, const GpuProfile& gpu) {
+GpuRoute gpuRouteOf(const kernels::Kernel& k, const GpuProfile& gpu) {
+  GpuRoute route;
 #if KILN_HAVE_CUDA
   try {
     cuda::RenderOptions ro;
     if (gpu.arch.rfind("sm_", 0) == 0) ro.sm = std::max(80, std::atoi(gpu.arch.c_str() + 3));
-    return std::max<int>(1, static_cast<int>(cuda::renderKernel(k, ro).steps.size()));
+    const cuda::RenderedKernel r = cuda::renderKernel(k, ro);
+    route.launches = std::max<int>(1, static_cast<int>(r.steps.size()));
+    route.blas = std::any_of(r.steps.begin(), r.steps.end(),
+                             [](const cuda::Step& s) { return s.kind == cuda::Step::Kind::Blas; });
+    route.kSteps = r.gemmKSteps;
+    return route;
   } catch (const Error&) {
     // A kernel the CUDA backend cannot render: count it as the backend-neutral estimate below.
   }
 #endif
-  if (!k.hasContraction) return 1;
+  if (!k.hasContraction) return route;
   for (const kernels::LoopNest& n : k.nests)
     for (const kernels::Expr& e : n.exprs)
-      if (e.kind == kernels::Expr::Kind::Op) return 2;
-  return 1;
+      if (e.kind == kernels::Expr::Kind::Op) route.launches = 2;
+  return route;
 }
 
 GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, int launches, const CostOptions& options) {
+  return predictGpu(k, gpu, GpuRoute{.launches = launches, .blas = true}, options);
+}
+
+GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, const GpuRoute& route,
+                       const CostOptions& options) {
   GpuEstimate e;
-  e.launches = std::max(launches, 1);
+  e.launches = std::max(route.launches, 1);
   const double bytes = static_cast<double>(k.bytesRead + k.bytesWritten);
   double ops = 0, gemmMicros = 0, floorMicros = 0;
   if (k.hasContraction) {
@@ -423,14 +438,19 @@ GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, int laun
     const DType operand = k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype;
     const double peak = operand == DType::bf16 ? gpu.peakBf16 : operand == DType::f16 ? gpu.peakF16 : gpu.peakF32;
     std::tie(floorMicros, gemmMicros) = gpuGemmMicros(gpu, peak, gemmFlops, f.batch * f.m, f.n, f.k);
+    // The generated GEMM has no cuBLASLt call to pay for; its blocks walk K one step at a time, each
+    // step a round trip to memory and a barrier, with two steps' worth of prologue and epilogue.
+    if (!route.blas) floorMicros = static_cast<double>(route.kSteps + 2) * kGpuGemmStepMicros;
     ops = std::max(0.0, k.flops - gemmFlops);
   } else {
     ops = k.flops;
   }
   e.computeMicros = gemmMicros + ops / (std::max(gpu.peakF32, 1.0) * kGpuElementwiseRate) * 1e-3;
   e.memoryMicros = transferMicros(bytes, gpu.bandwidthGbps);
-  // cuBLASLt's floor is a per-call cost, like a launch.
-  e.launchMicros = e.launches * (options.cudaGraphs ? gpu.graphNodeMicros : gpu.launchMicros) + floorMicros;
+  // cuBLASLt's floor is a per-call cost, like a launch. A graph node costs what a small kernel
+  // reading its predecessor's output costs (measured since profile format 3), at least an empty node.
+  const double node = options.cudaGraphs ? std::max(gpu.graphNodeMicros, gpu.graphKernelMicros) : gpu.launchMicros;
+  e.launchMicros = e.launches * node + floorMicros;
   e.micros = e.launchMicros + std::max(e.computeMicros, e.memoryMicros);
   e.bound = largest(e.computeMicros, e.memoryMicros, e.launchMicros);
   return e;
@@ -451,7 +471,7 @@ ProgramCost predictProgram(const ir::Graph& compiled, const CpuProfile& cpu, con
       kc.batch = f.batch, kc.m = f.m, kc.n = f.n, kc.k = f.k;
     }
     kc.cpu = predictCpu(k, cpu);
-    if (gpu) kc.gpu = predictGpu(k, *gpu, gpuLaunchesOf(k, *gpu), options);
+    if (gpu) kc.gpu = predictGpu(k, *gpu, gpuRouteOf(k, *gpu), options);
     c.flops += kc.flops;
     c.bytes += kc.bytes;
     c.kernels.push_back(std::move(kc));

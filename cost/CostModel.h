@@ -96,11 +96,21 @@ std::string cpuModelText(const CpuProfile& cpu);
 
 /// The CPU estimate of one kernel.
 CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu);
-/// The GPU estimate of one kernel; `launches` steps (kernel launches and cuBLASLt calls).
+/// How the CUDA backend runs a kernel.
+struct GpuRoute {
+  int launches = 1;     // steps: kernel launches and cuBLASLt products
+  bool blas = true;     // a contraction's product is a cuBLASLt call (else the generated GEMM)
+  int64_t kSteps = 0;   // the generated GEMM's steps along K per block (its latency chain)
+};
+/// The GPU estimate of one kernel run as `route` says.
+GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, const GpuRoute& route,
+                       const CostOptions& options = {});
+/// The same with `launches` steps and a contraction's product through cuBLASLt.
 GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, int launches, const CostOptions& options = {});
-/// How many steps (launches, cuBLASLt products) the CUDA backend runs kernel `k` in: from its
-/// renderer where this kiln has the CUDA backend, else 1 (2 for a contraction with an epilogue).
-int gpuLaunchesOf(const kernels::Kernel& k, const GpuProfile& gpu);
+/// How the CUDA backend runs kernel `k`: from its renderer (default options: small products take
+/// the generated GEMM) where this kiln has the CUDA backend, else 1 step (2 for a contraction with
+/// an epilogue) with the product through cuBLASLt.
+GpuRoute gpuRouteOf(const kernels::Kernel& k, const GpuProfile& gpu);
 
 /// Predicts a compiled graph (after passes::compileGraph): every kernel on the CPU and, when `gpu`
 /// is given, on that GPU, and the whole step on each.

@@ -27,7 +27,7 @@
 namespace kiln::cost {
 
 /// The format of machine.json; a cache of another format is measured again.
-inline constexpr int kProfileFormat = 2;
+inline constexpr int kProfileFormat = 3;
 
 /// What makes a cached CPU profile valid for this process.
 struct CpuIdentity {
@@ -101,6 +101,10 @@ struct GpuProfile {
   double bandwidthGbps = 0;         // device-to-device copy: read + write bytes per second
   double launchMicros = 0;          // per kernel launched back to back on a stream
   double graphNodeMicros = 0;       // per kernel of a replayed CUDA graph
+  /// Per kernel of a replayed CUDA graph whose kernels each read what the one before wrote (4
+  /// blocks, 16 KB): the floor of a program's small kernels, beyond the empty node (format 3;
+  /// 0 in older profiles, where graphNodeMicros stands in).
+  double graphKernelMicros = 0;
   double graphLaunchMicros = 0;     // one replay of a one-kernel graph, to completion on the host
   double h2dGbps = 0, d2hGbps = 0;  // pinned
   double transferMicros = 0;        // latency of a small pinned copy (each direction)

@@ -177,6 +177,25 @@ GpuProfile measureDevice(int ordinal, const std::function<void(const std::string
     });
     g.graphLaunchMicros = bestHostMicros(ctx, [&] { one.launch(s); });
     g.graphNodeMicros = std::max(0.0, (bestHostMicros(ctx, [&] { many.launch(s); }) - g.graphLaunchMicros) / (nodes - 1));
+
+    // A program's small kernels are not empty: each reads what the one before it wrote. A chain of
+    // such kernels (4 blocks of 256 threads, 4 floats each: 16 KB read and written) replayed as one
+    // graph gives the floor of a real graph node.
+    cuda::CompiledCuda chainCode = cuda::compileCuda(
+        "extern \"C\" __global__ void kiln_profile_chain(float* x) {\n"
+        "  const unsigned i = blockIdx.x * 1024u + threadIdx.x;\n"
+        "  for (int j = 0; j < 4; ++j) x[i + 256u * j] = x[i + 256u * j] * 0.5f + 1.0f;\n"
+        "}\n",
+        "profile_chain.cu", g.arch);
+    gpu::Module chainModule(ctx, chainCode.cubin, "profile_chain.cu");
+    gpu::Kernel chain = chainModule.kernel("kiln_profile_chain");
+    gpu::DeviceBuffer x = ctx.allocate(16384);
+    s.memset8(x.ptr(), 0, 16384);
+    const int links = 500;
+    gpu::Graph chained = gpu::Graph::capture(s, [&] {
+      for (int i = 0; i < links; ++i) chain.launchWith(s, gpu::Dim3{4}, gpu::Dim3{256}, 0, x.ptr());
+    });
+    g.graphKernelMicros = std::max(0.0, (bestHostMicros(ctx, [&] { chained.launch(s); }) - g.graphLaunchMicros) / links);
   }
   {
     say(fmt::format("gpu {}: host<->device transfers (pinned)", ordinal));

@@ -11,6 +11,7 @@
 #include "support/Error.h"
 #include "support/File.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -212,6 +213,14 @@ TEST(MachineProfile, GpuProfileFromAFile) {
   EXPECT_EQ(gpuProfileFromFile(machine).name, "Fake H100");
   EXPECT_DOUBLE_EQ(gpuProfileFromFile(one).peakBf16, 700000);
   EXPECT_THAT([&] { gpuProfileFromFile(none); }, ::testing::ThrowsMessage<Error>(HasSubstr("has no GPU")));
+  // A whole profile of an older format still gives its GPU, the newer members unmeasured.
+  std::string older = profileToJson(fakeMachine(true));
+  older.replace(older.find(fmt::format("\"format\": {}", kProfileFormat)), 11, "\"format\": 2");
+  older.erase(older.find("\"graph_kernel_us\""), std::string("\"graph_kernel_us\": 0,").size());
+  writeFileAtomically(machine, older);
+  EXPECT_THAT([&] { profileFromJson(older, "older"); }, ::testing::ThrowsMessage<Error>(HasSubstr("profile format 2")));
+  EXPECT_EQ(gpuProfileFromFile(machine).name, "Fake H100");
+  EXPECT_EQ(gpuProfileFromFile(machine).graphKernelMicros, 0);
   fs::remove_all(dir);
 }
 
@@ -245,6 +254,37 @@ TEST(CostModel, ASmallKernelStaysOnOneThreadAndIsCallBound) {
   EXPECT_EQ(g.bound, Bound::Launch);
   EXPECT_DOUBLE_EQ(g.launchMicros, 1.5);  // a graph node
   EXPECT_DOUBLE_EQ(predictGpu(ks[0], fakeGpu(), 1, {.cudaGraphs = false}).launchMicros, 4);
+  // A measured dependent small kernel costs more than the empty node: each node costs that.
+  GpuProfile measured = fakeGpu();
+  measured.graphKernelMicros = 2.25;
+  EXPECT_DOUBLE_EQ(predictGpu(ks[0], measured, 1).launchMicros, 2.25);
+  EXPECT_DOUBLE_EQ(predictGpu(ks[0], measured, 1, {.cudaGraphs = false}).launchMicros, 4);
+  EXPECT_THAT(gpuProfileToJson(measured), HasSubstr("\"graph_kernel_us\": 2.25"));
+}
+
+// A product under the CUDA backend's cuBLASLt threshold is its generated GEMM: no cuBLASLt floor,
+// a latency chain of K steps instead.
+TEST(CostModel, SmallProductsArePricedAsTheGeneratedGemm) {
+  auto ks = kernelsOf("graph @g {\n  input %a : f32[64,40]\n  input %b : f32[40,32]\n"
+                      "  %0 = matmul(%a, %b) : f32[64,32]\n  output %c = %0\n}\n");
+  ASSERT_EQ(ks.size(), 1u);
+  const GpuProfile gpu = fakeGpu();
+  const GpuEstimate generated = predictGpu(ks[0], gpu, GpuRoute{.launches = 1, .blas = false, .kSteps = 3});
+  EXPECT_NEAR(generated.launchMicros, 1.5 + 5 * 0.47, 1e-9);
+  const GpuEstimate blas = predictGpu(ks[0], gpu, 1);
+  EXPECT_NEAR(blas.launchMicros, 1.5 + 10, 1e-9);  // the node and the smallest probe's floor
+  EXPECT_DOUBLE_EQ(generated.computeMicros, blas.computeMicros);
+#if KILN_HAVE_CUDA
+  // The route comes from the CUDA renderer: one launch, K = 40 in steps of 16.
+  const GpuRoute route = gpuRouteOf(ks[0], gpu);
+  EXPECT_EQ(route.launches, 1);
+  EXPECT_FALSE(route.blas);
+  EXPECT_EQ(route.kSteps, 3);
+  // A large product stays with cuBLASLt.
+  auto big = kernelsOf("graph @g {\n  input %a : f32[1024,1024]\n  input %b : f32[1024,1024]\n"
+                       "  %0 = matmul(%a, %b) : f32[1024,1024]\n  output %c = %0\n}\n");
+  EXPECT_TRUE(gpuRouteOf(big.at(0), gpu).blas);
+#endif
 }
 
 TEST(CostModel, ABigGemmIsComputeBound) {
