@@ -5,18 +5,19 @@
 //              possibly transposed) at a uniform batch stride, with f32, bf16 or f16 operands, when
 //              options.blasLt and the product has at least options.blasMinMacs multiply-adds
 //              (4 Mi by default: below, a cuBLASLt call costs more than the generated GEMM's one
-//              launch; docs/PERFORMANCE.md, "Small products on the GPU"). When the epilogue nest stores exactly Acc, relu, the tanh GELU, +bias,
-//              or bias then relu/GELU, in the product's dtype, at the product's own positions, one
-//              Blas step does it all (cuBLASLt's epilogue; GELU is its tanh form, so only the
-//              nest's tanh form folds). Otherwise cuBLASLt writes the f32 product to a scratch area
-//              and a launch of the epilogue reads it (Acc = the f32 value, rounded to the product's
-//              dtype as the generated GEMM rounds it).
+//              launch; docs/PERFORMANCE.md, "Small products on the GPU"). When the epilogue nest
+//              stores exactly Acc, relu, the tanh GELU, +bias, or bias then relu/GELU, in the
+//              product's dtype, at the product's own positions, one Blas step does it all
+//              (cuBLASLt's epilogue; GELU is its tanh form, so only the nest's tanh form folds).
+//              Otherwise cuBLASLt writes the f32 product to a scratch area and a launch of the
+//              epilogue reads it (Acc = the f32 value, rounded to the product's dtype as the
+//              generated GEMM rounds it).
 //   generated  everything else (convolutions, integer and f64 products, batches cuBLASLt cannot
-//              stride, small products, and every matmul when !options.blasLt): the tiled GEMM of GemmKernel.cpp with
-//              the epilogue evaluated from the accumulator registers — one launch, or, when the tiles
-//              alone would leave the device idle and K is long (weight gradients), split-K: the GEMM
-//              writes each split's partial products to scratch and a second launch adds them in
-//              split order (deterministic) and runs the epilogue.
+//              stride, small products, and every matmul when !options.blasLt): the tiled GEMM of
+//              GemmKernel.cpp with the epilogue evaluated from the accumulator registers — one
+//              launch, or, when the tiles alone would leave the device idle and K is long (weight
+//              gradients), split-K: the GEMM writes each split's partial products to scratch and
+//              a second launch adds them in split order (deterministic) and runs the epilogue.
 //
 // The epilogue is one device function, NAME_epilogue(buffers…, b, m, n, acc): the nest at the
 // result point of GEMM-form point (b, m, n), with Acc bound to `acc`. The form's point maps to the
