@@ -31,6 +31,20 @@ CUresult fail(CUresult r, const std::string& what) {
   return r;
 }
 
+/// A handle that is a host object of type T, counted in `live` while it exists (events, streams).
+template <class T, class Handle>
+CUresult createCounted(Handle* h, int& live, T init = T{}) {
+  ++live;
+  *h = reinterpret_cast<Handle>(new T(init));
+  return CUDA_SUCCESS;
+}
+template <class T, class Handle>
+CUresult destroyCounted(Handle h, int& live) {
+  --live;
+  delete reinterpret_cast<T*>(h);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -168,16 +182,8 @@ CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUs
 }
 // Events: the stream runs everything at once, so an event records the host clock when it is
 // recorded, and two of them are the host time of the work between.
-CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) {
-  ++state.events;
-  *e = reinterpret_cast<CUevent>(new double(0));
-  return CUDA_SUCCESS;
-}
-CUresult CUDAAPI cuEventDestroy(CUevent e) {
-  --state.events;
-  delete reinterpret_cast<double*>(e);
-  return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) { return createCounted<double>(e, state.events); }
+CUresult CUDAAPI cuEventDestroy(CUevent e) { return destroyCounted<double>(e, state.events); }
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) {
   *reinterpret_cast<double*>(e) =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -201,16 +207,8 @@ CUresult CUDAAPI cuGraphGetNodes(CUgraph, CUgraphNode*, size_t* n) {
   if (n) *n = 0;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
-  ++state.streams;
-  *s = reinterpret_cast<CUstream>(new char);
-  return CUDA_SUCCESS;
-}
-CUresult CUDAAPI cuStreamDestroy(CUstream s) {
-  --state.streams;
-  delete reinterpret_cast<char*>(s);
-  return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) { return createCounted<char>(s, state.streams); }
+CUresult CUDAAPI cuStreamDestroy(CUstream s) { return destroyCounted<char>(s, state.streams); }
 CUresult CUDAAPI cuStreamSynchronize(CUstream) {
   if (state.pendingError != CUDA_SUCCESS) return static_cast<CUresult>(state.pendingError);
   return CUDA_SUCCESS;
