@@ -46,10 +46,13 @@
 // gradient Aᵀ·B of a large batch). Instead K is split into kSplitsMost parts, and an item
 // computes one part for one N block over all of M into the part's partial product (in the
 // scratch, under kSplitBudget): B is packed once per slice and reused by every M block. K is also
-// split when B would be kept packed but M is one block that the items split for parallelism:
-// every thread would pack all of B (a first convolution's weight gradient). A second
-// phase sums the parts in order and hands each MB × NB block to the epilogue. The parts do not
-// depend on the thread count, so neither do the sums.
+// split, into parts of at least two slices, when B would be kept packed but M is one block that
+// the items split for parallelism: every thread would pack all of B (a first convolution's weight
+// gradient; a small batch's layer such as mnist_mlp's 100×784·784×128, whose two threads each
+// packed all 400 KB of B), where with parts each packs its part of B and of A. A second
+// phase sums the parts in order and hands each MB × NB block to the epilogue (the blocks of the
+// M split, so that both threads share this phase too). The parts do not depend on the thread
+// count, so neither do the sums.
 //
 // Small M. Products of at most 8 rows (batch-1 inference) stream B unpacked (GemmSmall.cpp).
 //
@@ -89,6 +92,7 @@ constexpr double kParallelFlops = 2.0 * (1 << 20);  // below: one thread (≈ 30
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
 constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
+constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
 
 DType operandDType(const kernels::Kernel& k) { return k.buffers.at(k.contraction.a).type.dtype; }
@@ -115,17 +119,17 @@ int64_t evenBlock(int64_t size, int64_t most, int64_t unit) {
   return roundUp(ceilDiv(size, ceilDiv(size, most)), unit);
 }
 
-/// Turns `p` (K too deep to keep B packed) into the SplitK blocking when the partial products
-/// fit kSplitBudget; false otherwise.
+/// Turns `p` into the SplitK blocking (at most kSplitsMost parts of at least kSliceBlocksLeast K
+/// slices each) when the partial products fit kSplitBudget; false otherwise.
 bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
-  if (p.kBlocks < 2 * kSplitsMost) return false;
+  if (p.kBlocks < 2 * kSliceBlocksLeast) return false;
   p.ldt = roundUp(f.n, p.nr);
   p.partialBytes = align64(roundUp(f.m, p.mr) * p.ldt * bytes);
   if (static_cast<double>(kSplitsMost) * static_cast<double>(f.batch) * static_cast<double>(p.partialBytes) >
       kSplitBudget)
     return false;
   p.path = Path::SplitK;
-  p.splits = kSplitsMost;
+  p.splits = std::min(kSplitsMost, p.kBlocks / kSliceBlocksLeast);
   p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
   p.splits = ceilDiv(p.kBlocks, p.sliceBlocks);  // no empty part
   p.mBlocks = ceilDiv(f.m, p.mb);
@@ -221,9 +225,10 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
       count();
     }
     // Items that split one M block share its B block, and with B kept packed every thread packs
-    // all of it (a weight gradient of a narrow N and a deep K: each of two threads would pack the
-    // whole B). Splitting K instead packs every slice of B once.
+    // all of it (a weight gradient of a narrow N and a deep K, or a small batch's layer: each of
+    // two threads would pack the whole B). Splitting K instead packs every slice of B once.
     Blocking split = whole;
+    split.mb = p.mb;  // the second phase's blocks: as many as the items of the packed path
     if (p.reuseB && p.mb < whole.mb && splitK(split, f, bytes, flops)) return split;
   }
   // Only the M blocks of a B block reuse it: with one, B is packed slice by slice, each used while

@@ -463,6 +463,17 @@ TEST(Gemm, SplitK) {
   const Case narrow = matmul(33, 9, 50000, true, false);
   EXPECT_EQ(planOf(narrow).path, gemm::Path::SplitK);
   check(hostJit(), narrow, DType::f32);
+  // A small batch's layer (mnist_mlp's first, 100 × 784 · 784 × 128): M is one block that two
+  // threads would split, each packing all of B; K splits into two parts of two slices, and the
+  // second phase has blocks for both threads.
+  const Case layer = matmul(100, 128, 784);
+  const gemm::Blocking plan = planOf(layer);
+  EXPECT_EQ(plan.path, gemm::Path::SplitK);
+  EXPECT_EQ(plan.splits, 2);
+  EXPECT_GE(plan.reduceItems, 2);
+  check(hostJit(), layer, DType::f32, {1, 2});
+  check(hostJit(), matmul(100, 128, 784, true, true), DType::f32, {2});
+  EXPECT_EQ(planOf(matmul(100, 128, 700)).path, gemm::Path::Packed) << "three slices: no parts of two";
 }
 
 // Contractions of one module share the micro-kernel, the packing routines of strided operands and
