@@ -1,13 +1,16 @@
 // The thread pool's fork/join cost: an empty parallelFor split into one chunk per thread, back to
 // back (the worker still polling, as between the kernels of a step) and after a pause long enough
 // for the worker to park on its futex (the first kernel of a step). threads = 1 is the inline
-// baseline. See docs/ARCHITECTURE.md, "Thread pool".
+// baseline. And ThreadPool::copy's bandwidth on a GPU batch's size. See docs/ARCHITECTURE.md,
+// "Thread pool".
 #include "runtime/ThreadPool.h"
 
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstddef>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -38,6 +41,21 @@ void BM_ForkJoinFromParked(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ForkJoinFromParked)->ArgName("threads")->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// ThreadPool::copy of a GPU batch's size (simplenet's 40 MB f32 input) into memory that was
+// written before, as a pinned staging buffer is: bytes per second on 1 and 2 threads.
+void BM_Copy(benchmark::State& state) {
+  kiln::rt::ThreadPool pool(static_cast<int>(state.range(0)));
+  const size_t bytes = static_cast<size_t>(state.range(1)) << 20;
+  std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{2});
+  for (auto _ : state) {
+    pool.copy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_Copy)->ArgNames({"threads", "MiB"})->Args({1, 40})->Args({2, 40})->Args({1, 4})->Args({2, 4})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 
 #include "kernels/Gemm.h"
 #include "kernels/Simplify.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #if KILN_HAVE_CUDA
@@ -476,8 +477,16 @@ ProgramCost predictProgram(const ir::Graph& compiled, const CpuProfile& cpu, con
     c.bytes += kc.bytes;
     c.kernels.push_back(std::move(kc));
   }
-  for (const ir::Value* v : compiled.inputs()) c.inputBytes += v->type.bytes();
-  for (const ir::Output& o : compiled.outputs()) c.outputBytes += o.value->type.bytes();
+  // The GPU run's host-side staging copies (rt::ThreadPool::copy): a tensor from
+  // kParallelCopyBytes on is copied by every thread of the pool, a smaller one by the caller.
+  double stagingMicros = 0;
+  auto stage = [&](int64_t bytes) {
+    const bool parallel = static_cast<size_t>(bytes) >= rt::ThreadPool::kParallelCopyBytes;
+    stagingMicros += transferMicros(static_cast<double>(bytes), cpu.memoryBandwidth(parallel ? c.cpuThreads : 1));
+    return bytes;
+  };
+  for (const ir::Value* v : compiled.inputs()) c.inputBytes += stage(v->type.bytes());
+  for (const ir::Output& o : compiled.outputs()) c.outputBytes += stage(o.value->type.bytes());
   for (const ir::Update& u : compiled.updates()) c.updateBytes += u.param->type.bytes();
   c.inputs = static_cast<int>(compiled.inputs().size());
   c.outputs = static_cast<int>(compiled.outputs().size());
@@ -504,9 +513,9 @@ ProgramCost predictProgram(const ir::Graph& compiled, const CpuProfile& cpu, con
     // uploads, computes, copies updated parameters over the old ones and downloads; the host
     // waits for it all. The staging copies run at memory speed, not at the cache speed of their
     // working set: the device's DMA reads and writes the pinned buffers between two runs (on an
-    // H200 machine, simplenet's 16 MB batch staged at 11 GB/s, the copy ladder's memory rung,
-    // where its 16 MiB rung says 22; docs/COST.md).
-    const double staging = transferMicros(static_cast<double>(c.inputBytes + c.outputBytes), cpu.memoryBandwidth(1));
+    // H200 machine, simplenet's 16 MB batch staged by one thread at 11 GB/s, the copy ladder's
+    // memory rung, where its 16 MiB rung says 22; docs/COST.md).
+    const double staging = stagingMicros;
     const double copies = (c.inputs + c.outputs + c.updates) * node;
     const double wires = transferMicros(static_cast<double>(c.inputBytes), gpu->h2dGbps) +
                          transferMicros(static_cast<double>(c.outputBytes), gpu->d2hGbps) +

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -173,6 +175,19 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void
   failed_.store(false, std::memory_order_relaxed);
   busy_.store(false, std::memory_order_release);
   if (error) std::rethrow_exception(error);
+}
+
+void ThreadPool::copy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kPage = 4096;
+  if (bytes < kParallelCopyBytes || threads_ == 1) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+  const auto pages = static_cast<int64_t>((bytes + kPage - 1) / kPage);
+  parallelFor(0, pages, static_cast<int64_t>(kCopyGrainBytes / kPage), [&](int64_t b, int64_t e) {
+    const size_t from = static_cast<size_t>(b) * kPage, to = std::min(static_cast<size_t>(e) * kPage, bytes);
+    std::memcpy(static_cast<std::byte*>(dst) + from, static_cast<const std::byte*>(src) + from, to - from);
+  });
 }
 
 void ThreadPool::runChunk(int index) noexcept {

@@ -7,6 +7,7 @@
 #include "runtime/cuda/BlasLt.h"
 #include "runtime/cuda/Context.h"
 #include "runtime/cuda/Module.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 #include "support/File.h"
 
@@ -382,7 +383,7 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
     const rt::HostTensor& t = it->second;
     KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
                t.typeStr(), v->type.str());
-    std::memcpy(I.inputStaging[i].data(), t.data(), t.bytes());
+    rt::ThreadPool::global().copy(I.inputStaging[i].data(), t.data(), t.bytes());
   }
   gpu::Stream& s = I.context->stream();
   I.start->record(s);
@@ -413,7 +414,7 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   const auto& outs = I.graph.outputs();
   for (size_t i = 0; i < outs.size(); ++i) {
     rt::HostTensor t(outs[i].value->type.dtype, outs[i].value->type.shape);
-    std::memcpy(t.data(), I.outputStaging[i].data(), t.bytes());
+    rt::ThreadPool::global().copy(t.data(), I.outputStaging[i].data(), t.bytes());
     outputs.insert_or_assign(outs[i].name, std::move(t));
   }
   return outputs;

@@ -16,7 +16,8 @@
 //            the parameters (device to device) and the outputs back. The first run executes the
 //            steps directly (cuBLASLt plans are built, shared-memory limits raised); from the
 //            second on, the whole run — uploads, steps, updates, downloads — replays as one CUDA
-//            graph: the host does one memcpy per input and output and one graph launch.
+//            graph: the host does one copy per input and output (on every thread of the pool
+//            from 2 MiB: rt::ThreadPool::copy) and one graph launch.
 //
 // The header includes no CUDA header.
 #pragma once

@@ -129,6 +129,24 @@ TEST(ThreadPool, SmallRangesRunInlineOnTheCaller) {
   EXPECT_NE(r.threads[0], r.threads[1]);  // one chunk on the caller, one on the worker
 }
 
+// copy is memcpy: every byte, for sizes around the parallel threshold and a page, odd sizes and
+// offsets, and pools of one to three threads.
+TEST(ThreadPool, CopyCopiesEveryByte) {
+  const size_t sizes[] = {0, 1, 4095, 4097, ThreadPool::kParallelCopyBytes - 1, ThreadPool::kParallelCopyBytes,
+                          3 * ThreadPool::kParallelCopyBytes + 12345};
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (size_t bytes : sizes) {
+      std::vector<unsigned char> src(bytes + 3), dst(bytes + 5, 0xEE);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + bytes);
+      pool.copy(dst.data() + 1, src.data() + 3, bytes);
+      EXPECT_EQ(dst[0], 0xEE);
+      EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), dst.begin() + 1)) << bytes << " bytes, " << threads << " threads";
+      for (size_t i = bytes + 1; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "past the end: " << bytes << " bytes";
+    }
+  }
+}
+
 TEST(ThreadPool, ExtremeRangesAreTiledExactly) {
   ThreadPool pool(2);
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
