@@ -62,8 +62,8 @@ class ThreadPool {
   void run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx);
 
   /// memcpy(dst, src, bytes) for copies too big for one thread to stream at memory speed (a batch
-  /// staged for the GPU): from kParallelCopyBytes on, the pool's threads copy page-aligned runs of
-  /// at least kCopyGrainBytes each; below, the caller copies alone.
+  /// staged for the GPU): from kParallelCopyBytes on, the pool's threads copy runs of whole 4 KiB
+  /// steps from the start, at least kCopyGrainBytes each; below, the caller copies alone.
   void copy(void* dst, const void* src, size_t bytes);
   static constexpr size_t kCopyGrainBytes = size_t(1) << 20;
   static constexpr size_t kParallelCopyBytes = 2 * kCopyGrainBytes;

@@ -54,7 +54,8 @@
 // M split, so that both threads share this phase too). The parts do not depend on the thread
 // count, so neither do the sums.
 //
-// Small M. Products of at most 8 rows (batch-1 inference) stream B unpacked (GemmSmall.cpp).
+// Small M. Products of at most 8 rows (batch-1 inference), and products whose B fits L1 with A
+// read in place, stream B unpacked (GemmSmall.cpp).
 //
 // Parallelism: GEMMs under kParallelFlops run on the calling thread (the grain is the item count,
 // so kiln_parallel_for runs them inline). Larger ones split their blocks until there are at least

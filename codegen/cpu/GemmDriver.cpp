@@ -283,15 +283,23 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
                                              {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty(),
                                               b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty()},
                                              false);
-  b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel0), {a, lda, bSrc, ldb, k, cols, tile, ldt});
+  // Groups of Group0 rows up to the last Group1 rows.
   llvm::Value* group0 = get(desc::Group0);
+  llvm::Value* firstGroups = b.CreateUDiv(b.CreateSub(m, get(desc::Group1)), group0);
+  g.loop(g.i64(0), firstGroups, 1, "group0", [&](llvm::Value* i) {
+    llvm::Value* r0 = b.CreateMul(i, group0);
+    b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel0),
+                 {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(r0, lda)), lda, bSrc, ldb, k, cols,
+                  b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(r0, ldt)), ldt});
+  });
   auto* second = llvm::BasicBlock::Create(g.ctx, "group1", f);
   auto* done = llvm::BasicBlock::Create(g.ctx, "groups.done", f);
   b.CreateCondBr(b.CreateICmpSGT(get(desc::Group1), g.i64(0)), second, done);
   b.SetInsertPoint(second);
+  llvm::Value* last = b.CreateMul(firstGroups, group0);
   b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel1),
-               {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(group0, lda)), lda, bSrc, ldb, k, cols,
-                b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(group0, ldt)), ldt});
+               {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(last, lda)), lda, bSrc, ldb, k, cols,
+                b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(last, ldt)), ldt});
   b.CreateBr(done);
   b.SetInsertPoint(done);
   callEpilogue(g, bufs, d, tile, batch, g.i64(0), m, n0, cols);

@@ -28,7 +28,7 @@ constexpr int64_t kSlotTagB = 0, kSlotTagA = 1;  // the header's words: the bloc
 enum class Path : uint8_t {
   Packed,  // packed panels and the register-blocked micro-kernel
   SplitK,  // the same, K too deep to keep B packed: K split into partial products, then summed
-  Small,   // M <= kSmallM (GemmSmall.cpp): B streamed from memory as it is, never packed
+  Small,   // M <= kSmallM, or all in L1 (GemmSmall.cpp): B streamed as it is, never packed
 };
 
 /// The blocking of one contraction for one ISA (see Gemm.cpp's file comment).
@@ -240,7 +240,9 @@ std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
 
 /// Small-M path (GemmSmall.cpp): whether contraction `f` takes it, its blocking, the kernels of
 /// its row groups (desc::Kernel0, Kernel1: `void(const ACC* a, i64 lda, const T* b, i64 ldb, i64 k,
-/// i64 cols, ACC* tile, i64 ldt)`), its row conversion of A (desc::PackRows) and its groups.
+/// i64 cols, ACC* tile, i64 ldt)`), its row conversion of A (desc::PackRows) and its groups: the
+/// first group's size, repeated while more than the last group's rows remain, then the last
+/// (desc::Group0, Group1; Group1 is 0 when every group is the first's size).
 bool takesSmallPath(const kernels::GemmForm& f);
 Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
 std::vector<int> smallRowGroups(int64_t m);

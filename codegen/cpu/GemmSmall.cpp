@@ -1,6 +1,6 @@
 // The small-M path of the GEMM (GemmEmitter.h): products with at most kSmallM rows (batch-1 to
-// batch-8 inference, weight gradients of a narrow last layer) whose operands are both strided
-// (sharedStrides). Packing B costs as much as the whole product there (2·M flops per packed
+// batch-8 inference, weight gradients of a narrow last layer), or small enough to stay in L1
+// (below), whose operands are both strided (sharedStrides). Packing B costs as much as the whole product there (2·M flops per packed
 // element), so B — the weight — is streamed from memory as it is, read once, and never packed:
 //
 //   - dot form, B's k contiguous (a linear layer's weight W[n, k] read as Wᵀ): a group of R rows
@@ -12,14 +12,20 @@
 //
 // A is read in place when its k is contiguous and it is stored in the accumulator type, and is
 // otherwise converted once per batch and thread into zero-padded rows of kPad = K rounded up to
-// the vector lanes. M rows are done in groups of at most 4 (5 to 8 rows: two groups), with
-// R = V = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at most 9 accumulators plus the operand
-// vectors stay in AVX2's 16 registers. Each element's sum runs in the same order whichever group
+// the vector lanes. M rows are done in groups of at most 4 (5 to 8 rows: two groups; more rows:
+// groups of 4, then one of the rest), with R = V = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at
+// most 9 accumulators plus the operand vectors stay in AVX2's 16 registers. Each element's sum runs in the same order whichever group
 // or block it falls in, so results do not depend on the blocking or the thread count.
 //
 // The threshold is the row count, not a model: up to kSmallM rows the packed path computes at
 // most 8 of its 6-row micro-tiles' rows per panel pair and spends more on packing B than on the
-// product; from there on, streaming B once per row group loses to packing it once.
+// product; from there on, streaming B once per row group loses to packing it once — unless all of
+// B stays in L1 (at most 32 KiB) and A is read in place: then each group of 4 rows re-reads B
+// from L1, and the product has no packing at all. That holds in the axpy form with at least two vectors of columns: on the
+// development machine (AVX2, one thread, `kiln_gemm_tune M N K`) 64×64·64×32 took 3.4–3.6 µs
+// against 4.7–5.0 packed, 100×10·10×128 7.5–8.7 against 10, 128×64·64×64 13.4–15 against 16.5;
+// the dot form (every element a sum across lanes), narrow N and A converted into rows (a
+// transpose, element by element) lost or tied, so they keep the packed path.
 //
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
 // kSmallParallelBytes, where waking a thread costs more than streaming it), else blocks of about
@@ -40,6 +46,13 @@ constexpr int64_t kSmallM = 8;                    // rows of the product at most
 constexpr int64_t kSmallParallelBytes = 1 << 20;  // of B (in accumulator elements): from here on, threads
 constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threads
 constexpr int kMaxGroupRows = 4;
+// Products that fit L1 also take this path with more rows (groups of kMaxGroupRows): at most
+// kCachedM rows, B (f32) in kCachedBBytes, at least kCachedN columns (two AVX2 vectors), and
+// under kCachedFlops (the packed path's threshold for threads: both stay on one thread).
+constexpr int64_t kCachedM = 128;
+constexpr int64_t kCachedBBytes = 32 << 10;
+constexpr int64_t kCachedN = 16;
+constexpr double kCachedFlops = 2.0 * (1 << 20);
 
 /// B rows (dot form) or B vectors (axpy form) per step for a group of `rows` rows of A.
 int columnsPerStep(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows == 3 ? 3 : 2; }
@@ -266,6 +279,10 @@ void SmallEmitter::emitAxpy(llvm::Function* f, int rows, int v) {
 
 std::vector<int> smallRowGroups(int64_t m) {
   if (m <= kMaxGroupRows) return {static_cast<int>(m)};
+  if (m > kSmallM) {
+    if (m % kMaxGroupRows == 0) return {kMaxGroupRows};
+    return {kMaxGroupRows, static_cast<int>(m % kMaxGroupRows)};
+  }
   const int first = static_cast<int>((m + 1) / 2);
   return {first, static_cast<int>(m) - first};
 }
@@ -276,7 +293,13 @@ bool smallAInPlace(const kernels::GemmForm& f, DType dtype) {
 }
 
 bool takesSmallPath(const kernels::GemmForm& f) {
-  return f.m >= 1 && f.m <= kSmallM && f.n >= 1 && sharedStrides(f, true) && sharedStrides(f, false);
+  if (f.m < 1 || f.n < 1 || !sharedStrides(f, true) || !sharedStrides(f, false)) return false;
+  if (f.m <= kSmallM) return true;
+  // A product that fits L1 (see the file comment).
+  const double flops = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
+                       static_cast<double>(f.k);
+  return f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && !dotForm(f) &&
+         sharedStrides(f, true)->k == 1 && flops < kCachedFlops;
 }
 
 Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {

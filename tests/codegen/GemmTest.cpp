@@ -447,6 +447,26 @@ TEST(Gemm, SmallM) {
   check(sse2Jit(), matmul(3, 67, 45, false, true), DType::f16, {2});
 }
 
+// More than 8 rows take the small path when the product stays in L1 (GemmSmall.cpp): B of at
+// most 32 KiB in the axpy form with at least 16 columns, A read in place, one thread's worth of
+// flops. Rows go in groups of 4 and one of the rest (13 = 3·4 + 1; 66 = 16·4 + 2); the dot form,
+// a transposed A, a narrow N, too many rows and too big a B keep the packed path.
+TEST(Gemm, SmallPathForProductsInL1) {
+  auto path = [](const Case& c) { return planOf(c).path; };
+  const Case small[] = {matmul(64, 32, 64), matmul(13, 17, 33), matmul(66, 40, 70), matmul(100, 128, 10),
+                        matmul(128, 64, 64), matmul(9, 2000, 4)};
+  for (const Case& c : small) {
+    EXPECT_EQ(path(c), gemm::Path::Small) << c.graph(DType::f32);
+    check(hostJit(), c, DType::f32, {1, 2});
+  }
+  check(hostJit(), matmul(13, 17, 33), DType::f64, {1});
+  check(hostJit(), {"{t}[3,20,30]", "{t}[30,48]", "matmul", "", "{t}[3,20,48]"}, DType::f32);
+  EXPECT_EQ(path({"{t}[3,20,30]", "{t}[30,48]", "matmul", "", "{t}[3,20,48]"}), gemm::Path::Small);
+  const Case packed[] = {matmul(64, 64, 32, false, true), matmul(64, 32, 64, true, false), matmul(100, 10, 128),
+                         matmul(129, 32, 64), matmul(64, 96, 100), matmul(128, 64, 128)};
+  for (const Case& c : packed) EXPECT_EQ(path(c), gemm::Path::Packed) << c.graph(DType::f32);
+}
+
 // K too deep to keep B packed over all of K (from about 8200 with N of 128 and more on AVX2) is
 // split into parts whose partial products are summed in a fixed order (Gemm.cpp): every transpose
 // form, f64, a batch.
