@@ -8,6 +8,8 @@
 // through a library written by kiln aot).
 //
 //   kiln_bench [--filter SUBSTRING] [--min-seconds S]
+//   kiln_bench --peak-rss     (alone, in a fresh process: the resident set of training simplenet,
+//                              mem/train/simplenet/b10000/adam, as bench/torch_anchor.py's)
 // Threads: KILN_THREADS (default: all hardware threads).
 #include "aot/Export.h"
 #include "aot/Library.h"
@@ -187,13 +189,50 @@ void compileTimes(const Settings& s) {
 
 }  // namespace
 
+/// A field of /proc/self/status in MiB ("VmRSS", "VmHWM": the resident set now and at its peak).
+double statusMiB(const char* field) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  KILN_CHECK(f, "cannot open /proc/self/status");
+  char line[256];
+  double kb = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f))
+    if (!std::strncmp(line, field, n) && line[n] == ':') kb = std::atof(line + n + 1);
+  std::fclose(f);
+  KILN_CHECK(kb >= 0, "no {} in /proc/self/status", field);
+  return kb / 1024;
+}
+
+/// --peak-rss: the resident set of training simplenet (batch 10000, Adam) in this process, as
+/// torch_anchor.py measures PyTorch's in a fresh one: the baseline before anything is built, the
+/// peak after compiling the step and running it five times on its 40 MB batch.
+void peakRss() {
+  const double base = statusMiB("VmRSS");
+  ir::Graph g = model("simplenet", 10000, "adam");
+  double compileMs = 0;
+  std::unique_ptr<cpu::Program> p = compile(g, compileMs);
+  interp::TensorMap in = interp::sampleInputs(g), out;
+  for (int i = 0; i < 5; ++i) p->run(in, out);
+  std::printf("{\"workload\": \"mem/train/simplenet/b10000/adam\", \"impl\": \"kiln\", \"peak_rss_mib\": %.1f, "
+              "\"baseline_rss_mib\": %.1f}\n",
+              statusMiB("VmHWM"), base);
+}
+
 int main(int argc, char** argv) {
   Settings s;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) s.filter = argv[++i];
     else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) s.minSeconds = std::atof(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S]\n");
+    else if (!std::strcmp(argv[i], "--peak-rss") && argc == 2) {
+      try {
+        peakRss();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "kiln_bench: %s\n", e.what());
+        return 1;
+      }
+      return 0;
+    } else {
+      std::fprintf(stderr, "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] | kiln_bench --peak-rss\n");
       return 2;
     }
   }

@@ -160,6 +160,13 @@ def main():
     for rec in memory:
         extra = ", ".join(f"{k} {v}" for k, v in rec.items() if k not in ("workload", "impl"))
         print(f"\nMemory, {rec['workload']} ({rec['impl']}): {extra}.")
+    peaks_rss = {}
+    for rec in memory:
+        peaks_rss.setdefault(rec["workload"], {})["kiln" if rec["impl"] == "kiln" else "anchor"] = rec["peak_rss_mib"]
+    for w, p in peaks_rss.items():
+        if "kiln" in p and "anchor" in p:
+            print(f"\nPeak resident set, {w}: kiln {p['kiln']} MiB against {p['anchor']} MiB "
+                  f"(kiln / anchor {p['kiln'] / p['anchor']:.2f}).")
     if args.all:
         print("\n| workload | implementation | median ms | rounds |")
         print("|---|---|---:|---:|")

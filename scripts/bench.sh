@@ -45,6 +45,11 @@ run_kiln() {
   if [ -z "$KILN_BENCH" ]; then return; fi
   # shellcheck disable=SC2086  # KILN_BENCH_ARGS is a list of words
   "$KILN_BENCH" ${KILN_BENCH_ARGS:-} >"$OUT_DIR/round$1-kiln.jsonl" || echo "bench: kiln_bench failed (round $1)" >&2
+  # The first round also records training simplenet's peak resident set, in a fresh process as
+  # PyTorch's (torch_anchor.py --peak-rss).
+  if [ "$1" = 1 ]; then
+    "$KILN_BENCH" --peak-rss >>"$OUT_DIR/round$1-kiln.jsonl" || echo "bench: kiln_bench --peak-rss failed" >&2
+  fi
 }
 run_torch() {
   local extra=()
