@@ -13,6 +13,7 @@
 #include "codegen/cuda/Layout.h"
 #include "codegen/cuda/Program.h"
 #include "ir/OpInfo.h"
+#include "runtime/ThreadPool.h"
 #include "tests/codegen/CudaEmulation.h"
 #include "tests/codegen/CudaTestSupport.h"
 
@@ -322,6 +323,34 @@ TEST_F(AotCudaEmulated, OutputsThatAreParametersReadThemBeforeTheUpdates) {
 // kiln's own CUDA program (the JIT) on the stand-in driver, without CUDA graphs or cuBLASLt: the
 // same launches as a library's, so its runs, the order of its output and update copies and its
 // per-kernel profile are checked without a GPU (the gpu label checks them on a device).
+// Inputs and outputs of 2 MiB and more are staged on every thread of the pool
+// (rt::ThreadPool::copy): a 2.1 MB input, returned as the output (no kernel: host → pinned →
+// device → pinned → host), comes back whole, run after run.
+TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
+  ir::Graph g("large");
+  const ir::TensorType t{DType::f32, {1024, 513}};
+  ASSERT_GE(static_cast<size_t>(t.bytes()), rt::ThreadPool::kParallelCopyBytes);
+  ir::Value* x = g.addInput("x", t);
+  g.addOutput("y", x);
+  EmulatedDevice device(g);
+  cuda::ProgramOptions options;
+  options.blasLt = false;
+  options.graphs = false;
+  std::unique_ptr<cuda::Program> program;
+  try {
+    program = cuda::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""), options);
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  for (int run = 0; run < 2; ++run) {
+    interp::TensorMap in = modelInputs(g, 70 + static_cast<uint64_t>(run));
+    interp::TensorMap out = program->run(in);
+    const rt::HostTensor& y = out.at("y");
+    EXPECT_TRUE(y.identical(in.at("x"))) << "run " << run;
+    EXPECT_EQ(device.error(), "");
+  }
+}
+
 TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
   for (const std::string& model : {std::string("before"), std::string("mnist_mlp")}) {
     SCOPED_TRACE(model);
