@@ -1,7 +1,8 @@
 // The small-M path of the GEMM (GemmEmitter.h): products with at most kSmallM rows (batch-1 to
 // batch-8 inference, weight gradients of a narrow last layer), or small enough to stay in L1
-// (below), whose operands are both strided (sharedStrides). Packing B costs as much as the whole product there (2·M flops per packed
-// element), so B — the weight — is streamed from memory as it is, read once, and never packed:
+// (below), whose operands are both strided (sharedStrides). Packing B costs as much as the whole
+// product there (2·M flops per packed element), so B — the weight — is streamed from memory as
+// it is, read once, and never packed:
 //
 //   - dot form, B's k contiguous (a linear layer's weight W[n, k] read as Wᵀ): a group of R rows
 //     of W against the M rows of A, R·M vector accumulators over k, summed across lanes at the
@@ -14,18 +15,20 @@
 // otherwise converted once per batch and thread into zero-padded rows of kPad = K rounded up to
 // the vector lanes. M rows are done in groups of at most 4 (5 to 8 rows: two groups; more rows:
 // groups of 4, then one of the rest), with R = V = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at
-// most 9 accumulators plus the operand vectors stay in AVX2's 16 registers. Each element's sum runs in the same order whichever group
-// or block it falls in, so results do not depend on the blocking or the thread count.
+// most 9 accumulators plus the operand vectors stay in AVX2's 16 registers. Each element's sum
+// runs in the same order whichever group or block it falls in, so results do not depend on the
+// blocking or the thread count.
 //
 // The threshold is the row count, not a model: up to kSmallM rows the packed path computes at
 // most 8 of its 6-row micro-tiles' rows per panel pair and spends more on packing B than on the
 // product; from there on, streaming B once per row group loses to packing it once — unless all of
 // B stays in L1 (at most 32 KiB) and A is read in place: then each group of 4 rows re-reads B
-// from L1, and the product has no packing at all. That holds in the axpy form with at least two vectors of columns: on the
-// development machine (AVX2, one thread, `kiln_gemm_tune M N K`) 64×64·64×32 took 3.4–3.6 µs
-// against 4.7–5.0 packed, 100×10·10×128 7.5–8.7 against 10, 128×64·64×64 13.4–15 against 16.5;
-// the dot form (every element a sum across lanes), narrow N and A converted into rows (a
-// transpose, element by element) lost or tied, so they keep the packed path.
+// from L1, and the product has no packing at all. That holds in the axpy form with at least two
+// vectors of columns: on the development machine (AVX2, one thread, `kiln_gemm_tune M N K`)
+// 64×64·64×32 took 3.4–3.6 µs against 4.7–5.0 packed, 100×10·10×128 7.5–8.7 against 10,
+// 128×64·64×64 13.4–15 against 16.5; the dot form (every element a sum across lanes), narrow N
+// and A converted into rows (a transpose, element by element) lost or tied, so they keep the
+// packed path.
 //
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
 // kSmallParallelBytes, where waking a thread costs more than streaming it), else blocks of about

@@ -312,7 +312,9 @@ TEST_F(AotCudaEmulated, OutputsThatAreParametersReadThemBeforeTheUpdates) {
   for (int run = 0; run < 3; ++run) {
     interp::TensorMap in = modelInputs(g, 50 + static_cast<uint64_t>(run));
     const interp::TensorMap want = jit->run(in);
-    if (run == 0) EXPECT_EQ(want.at("a").at(0), 1.0) << "the CPU JIT's own output";
+    if (run == 0) {
+      EXPECT_EQ(want.at("a").at(0), 1.0) << "the CPU JIT's own output";
+    }
     kiln::testing::expectIdentical(want, runLibrary(lib, ctx, g, in), fmt::format("run {}", run));
     kiln::testing::expectIdentical(jit->params(), libraryParams(lib, ctx, g), fmt::format("run {} parameters", run));
   }
@@ -323,6 +325,16 @@ TEST_F(AotCudaEmulated, OutputsThatAreParametersReadThemBeforeTheUpdates) {
 // kiln's own CUDA program (the JIT) on the stand-in driver, without CUDA graphs or cuBLASLt: the
 // same launches as a library's, so its runs, the order of its output and update copies and its
 // per-kernel profile are checked without a GPU (the gpu label checks them on a device).
+/// kiln's own cuda::Program of `g` in f32 for the stand-in driver, which has neither cuBLASLt nor
+/// graphs.
+std::unique_ptr<cuda::Program> emulatedProgram(const ir::Graph& g, bool profile) {
+  cuda::ProgramOptions options;
+  options.blasLt = false;
+  options.graphs = false;
+  options.profile = profile;
+  return cuda::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""), options);
+}
+
 // Inputs and outputs of 2 MiB and more are staged on every thread of the pool
 // (rt::ThreadPool::copy): a 2.1 MB input, returned as the output (no kernel: host → pinned →
 // device → pinned → host), comes back whole, run after run.
@@ -333,15 +345,8 @@ TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
   ir::Value* x = g.addInput("x", t);
   g.addOutput("y", x);
   EmulatedDevice device(g);
-  cuda::ProgramOptions options;
-  options.blasLt = false;
-  options.graphs = false;
   std::unique_ptr<cuda::Program> program;
-  try {
-    program = cuda::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""), options);
-  } catch (const std::exception& e) {
-    FAIL() << e.what();
-  }
+  ASSERT_NO_THROW(program = emulatedProgram(g, false));
   for (int run = 0; run < 2; ++run) {
     interp::TensorMap in = modelInputs(g, 70 + static_cast<uint64_t>(run));
     interp::TensorMap out = program->run(in);
@@ -365,16 +370,8 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
       g = zooTrainStep(model, 2);
     }
     EmulatedDevice device(g);
-    cuda::ProgramOptions options;
-    options.blasLt = false;
-    options.graphs = false;
-    options.profile = true;
     std::unique_ptr<cuda::Program> program;
-    try {
-      program = cuda::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""), options);
-    } catch (const std::exception& e) {
-      FAIL() << e.what();
-    }
+    ASSERT_NO_THROW(program = emulatedProgram(g, true));
     std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
     for (int run = 0; run < 2; ++run) {
       interp::TensorMap in = modelInputs(g, 60 + static_cast<uint64_t>(run));
@@ -390,7 +387,9 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
     std::vector<bool> hasSteps(micros.size(), false);
     for (const cuda::StepLayout& st : program->layout().steps) hasSteps[st.kernel] = true;
     for (size_t k = 0; k < micros.size(); ++k)
-      if (hasSteps[k]) EXPECT_GT(micros[k], 0) << program->kernelNames()[k];
+      if (hasSteps[k]) {
+        EXPECT_GT(micros[k], 0) << program->kernelNames()[k];
+      }
     program->resetProfile();
     EXPECT_EQ(program->profiledRuns(), 0);
     program.reset();
@@ -418,7 +417,9 @@ TEST_F(AotCudaEmulated, KilnCudaGemmChoosesWhichProductsTakeCublasLt) {
   EXPECT_EQ(cuda::layoutProgram(compiled, 90, true, 0).blasCalls, 2);
   {
     Env env("generated");  // no cuBLASLt at all: the program runs on the stand-in driver
-    std::unique_ptr<cuda::Program> program = cuda::Program::compile(compiled, cuda::ProgramOptions{.graphs = false});
+    cuda::ProgramOptions options;
+    options.graphs = false;
+    std::unique_ptr<cuda::Program> program = cuda::Program::compile(compiled, options);
     EXPECT_EQ(program->stats().blasCalls, 0);
     EXPECT_EQ(program->stats().launches, 2);
     interp::TensorMap in = modelInputs(g, 5);

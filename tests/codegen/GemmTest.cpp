@@ -373,8 +373,12 @@ TEST(Gemm, ConvWindowMasksRepeatAcrossKSlices) {
   for (const Conv& c : convs) {
     for (const Case& k : {c.forward(), c.gradInput()}) {
       const gemm::Blocking plan = planOf(k);
-      if (c.kh == 3) EXPECT_NE(plan.kc % 9, 0) << k.op << ": a slice starts mid-period";
-      if (c.kh == 5) EXPECT_NE(plan.kc % 25, 0) << k.op << ": a slice starts mid-period";
+      if (c.kh == 3) {
+        EXPECT_NE(plan.kc % 9, 0) << k.op << ": a slice starts mid-period";
+      }
+      if (c.kh == 5) {
+        EXPECT_NE(plan.kc % 25, 0) << k.op << ": a slice starts mid-period";
+      }
       check(hostJit(), k, DType::f32);
     }
   }

@@ -141,7 +141,8 @@ TEST(ThreadPool, CopyCopiesEveryByte) {
       for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + bytes);
       pool.copy(dst.data() + 1, src.data() + 3, bytes);
       EXPECT_EQ(dst[0], 0xEE);
-      EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), dst.begin() + 1)) << bytes << " bytes, " << threads << " threads";
+      EXPECT_TRUE(std::equal(src.begin() + 3, src.end(), dst.begin() + 1))
+          << bytes << " bytes, " << threads << " threads";
       for (size_t i = bytes + 1; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "past the end: " << bytes << " bytes";
     }
   }
