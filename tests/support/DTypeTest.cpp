@@ -37,7 +37,9 @@ TEST(DType, EveryHalfAndBFloat16SurvivesARoundTrip) {
       EXPECT_EQ(floatToHalf(f), h) << b;
     }
     float g = bfloat16ToFloat(h);
-    if (!std::isnan(g)) EXPECT_EQ(floatToBFloat16(g), h) << b;
+    if (!std::isnan(g)) {
+      EXPECT_EQ(floatToBFloat16(g), h) << b;
+    }
   }
 }
 
