@@ -157,11 +157,10 @@ def main():
         if over:
             print(f"\n**Warning:** {len(over)} workloads ran faster than the measured peak (e.g. {over[0]}): "
                   "the peak run was disturbed, so the % of peak figures are overstated.")
+    peaks_rss = {}
     for rec in memory:
         extra = ", ".join(f"{k} {v}" for k, v in rec.items() if k not in ("workload", "impl"))
         print(f"\nMemory, {rec['workload']} ({rec['impl']}): {extra}.")
-    peaks_rss = {}
-    for rec in memory:
         peaks_rss.setdefault(rec["workload"], {})["kiln" if rec["impl"] == "kiln" else "anchor"] = rec["peak_rss_mib"]
     for w, p in peaks_rss.items():
         if "kiln" in p and "anchor" in p:

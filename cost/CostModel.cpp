@@ -26,7 +26,7 @@ using ir::OpKind;
 // Mirrored here: the model must split a kernel across threads exactly when the backend does.
 constexpr int64_t kNestParallelWork = 1 << 16;    // Render.cpp: points × exprs per grain
 constexpr int64_t kOpParallelWork = 32768;        // OpEmitter.h: elements per grain
-constexpr double kGemmParallelFlops = 2.0 * (1 << 20);  // Gemm.cpp: below, one thread
+constexpr double kGemmParallelFlops = 2.0 * (1 << 20);  // GemmEmitter.h kParallelFlops: below, one thread
 constexpr int64_t kSmallM = 8;                    // GemmSmall.cpp: rows of the small path
 constexpr double kSmallParallelBytes = 1 << 20;   // GemmSmall.cpp: bytes of B from which it splits
 

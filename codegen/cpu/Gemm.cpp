@@ -89,7 +89,6 @@ namespace kiln::cpu {
 namespace gemm {
 namespace {
 
-constexpr double kParallelFlops = 2.0 * (1 << 20);  // below: one thread (≈ 30 µs of work)
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
 constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
@@ -145,6 +144,10 @@ bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
 
 }  // namespace
 
+double flopsOf(const kernels::GemmForm& f) {
+  return 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
+         static_cast<double>(f.k);
+}
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 int64_t align64(int64_t bytes) { return roundUp(bytes, 64); }
@@ -202,8 +205,7 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   const int64_t nbFits = kPackedBBudget / bytes / depth / p.nr * p.nr;
   p.reuseB = nbFits >= std::min(p.nb, nbMost / 4);
   if (p.reuseB && nbFits < p.nb) p.nb = evenBlock(f.n, nbFits, p.nr);
-  const double flops = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
-                       static_cast<double>(f.k);
+  const double flops = flopsOf(f);
   if (!p.reuseB && splitK(p, f, bytes, flops)) return p;
   const Blocking whole = p;  // before the parallel split below
   auto count = [&] {

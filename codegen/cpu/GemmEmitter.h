@@ -67,6 +67,10 @@ inline int64_t panelElements(int64_t kcPad, int width, int lanes) { return kcPad
 int64_t packedBytes(int64_t slices, int64_t rows, int width, int64_t kc, int bytes, int lanes);
 
 inline int accBytes(AccType acc) { return acc == AccType::F32 ? 4 : 8; }
+/// 2 · batch · M · N · K: the flops of the product.
+double flopsOf(const kernels::GemmForm& f);
+/// Products of fewer flops run on the calling thread (≈ 30 µs of work), on every path.
+constexpr double kParallelFlops = 2.0 * (1 << 20);
 int64_t ceilDiv(int64_t a, int64_t b);
 int64_t roundUp(int64_t a, int64_t b);
 int64_t align64(int64_t bytes);

@@ -51,11 +51,10 @@ constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threa
 constexpr int kMaxGroupRows = 4;
 // Products that fit L1 also take this path with more rows (groups of kMaxGroupRows): at most
 // kCachedM rows, B (f32) in kCachedBBytes, at least kCachedN columns (two AVX2 vectors), and
-// under kCachedFlops (the packed path's threshold for threads: both stay on one thread).
+// under kParallelFlops (so that this path and the packed one both run on one thread).
 constexpr int64_t kCachedM = 128;
 constexpr int64_t kCachedBBytes = 32 << 10;
 constexpr int64_t kCachedN = 16;
-constexpr double kCachedFlops = 2.0 * (1 << 20);
 
 /// B rows (dot form) or B vectors (axpy form) per step for a group of `rows` rows of A.
 int columnsPerStep(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows == 3 ? 3 : 2; }
@@ -296,13 +295,12 @@ bool smallAInPlace(const kernels::GemmForm& f, DType dtype) {
 }
 
 bool takesSmallPath(const kernels::GemmForm& f) {
-  if (f.m < 1 || f.n < 1 || !sharedStrides(f, true) || !sharedStrides(f, false)) return false;
+  const std::optional<Strides> a = sharedStrides(f, true), b = sharedStrides(f, false);
+  if (f.m < 1 || f.n < 1 || !a || !b) return false;
   if (f.m <= kSmallM) return true;
-  // A product that fits L1 (see the file comment).
-  const double flops = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
-                       static_cast<double>(f.k);
-  return f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && !dotForm(f) &&
-         sharedStrides(f, true)->k == 1 && flops < kCachedFlops;
+  // A product that fits L1 (see the file comment): the axpy form, A's k contiguous.
+  return f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && b->rowsContiguous() &&
+         a->k == 1 && flopsOf(f) < kParallelFlops;
 }
 
 Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
