@@ -187,13 +187,17 @@ std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const st
   return s;
 }
 
+std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
+  return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * (isa.f32Lanes * 4 / accBytes(acc))};
+}
+
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
   if (takesSmallPath(f)) return smallBlocking(f, acc, isa);
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
-  p.mr = isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4;
-  p.nr = 2 * p.lanes;
+  const std::array<int, 2> tile = registerTile(isa, acc);
+  p.mr = tile[0], p.nr = tile[1];
   const int64_t kcMost = isa.avx512 ? 192 : 256, mbMost = 144, nbMost = 512 * 4 / bytes;
   p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, ceilDiv(f.k, kcMost)), kUnroll);
   p.kBlocks = f.k == 0 ? 1 : ceilDiv(f.k, p.kc);
@@ -476,6 +480,7 @@ class GemmEmitter {
       pointers[desc::Kernel0] = smallKernelFunction(g_, groups[0]);
       if (groups.size() > 1) pointers[desc::Kernel1] = smallKernelFunction(g_, groups[1]);
       if (!inPlace) pointers[desc::PackRows] = smallRowsFunction(g_);
+      if (smallConvertsB(f)) pointers[desc::ConvertB] = stridedPackFunction(g_, false);
     } else {
       for (bool a : {true, false}) {
         const std::optional<Strides> s = sharedStrides(f, a);

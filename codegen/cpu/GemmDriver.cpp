@@ -235,7 +235,9 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   llvm::Value* batch = b.CreateUDiv(item, nBlocks, "b");
   llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
   llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
-  llvm::Value* packedA = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
+  llvm::Value* packedB = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
+  llvm::Value* packBBytes = get(desc::PackBBytes);
+  llvm::Value* packedA = b.CreateInBoundsGEP(b.getInt8Ty(), packedB, packBBytes);
   llvm::Value* tile = b.CreateInBoundsGEP(b.getInt8Ty(), packedA, get(desc::PackABytes));
   // An operand's element at `offset` (elements); the ends of an empty one may lie outside its
   // buffer, hence no `inbounds`.
@@ -255,6 +257,7 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   llvm::Value* kPad = get(desc::KPad);
   llvm::Value* aHere = b.CreateSelect(inPlace, aSrc, packedA);
   llvm::Value* ldaHere = b.CreateSelect(inPlace, get(desc::A + desc::RowStride), kPad);
+  llvm::Value* kaHere = b.CreateSelect(inPlace, get(desc::A + desc::KStride), g.i64(1));
   llvm::BasicBlock* entry = b.GetInsertBlock();
   b.CreateCondBr(b.CreateOr(inPlace, held), ready, pack);
   b.SetInsertPoint(pack);
@@ -275,13 +278,35 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   llvm::PHINode* lda = b.CreatePHI(b.getInt64Ty(), 2, "lda");
   lda->addIncoming(ldaHere, entry);
   lda->addIncoming(kPad, packed);
-  // B from column n0 on.
-  llvm::Value* bSrc = element(desc::B, b.CreateAdd(batchOffset(g, desc::field(b, d, desc::B), batch),
-                                                   b.CreateMul(n0, get(desc::B + desc::RowStride))));
-  llvm::Value* ldb = get(desc::B + desc::Ld);
+  llvm::PHINode* ka = b.CreatePHI(b.getInt64Ty(), 2, "ka");
+  ka->addIncoming(kaHere, entry);
+  ka->addIncoming(g.i64(1), packed);
+  // B from column n0 on: in place, or (PackBBytes > 0: its k contiguous) converted into one panel
+  // of K rows of Width columns by the strided packing.
+  llvm::Value* operandB = desc::field(b, d, desc::B);
+  llvm::Value* offsetB = batchOffset(g, operandB, batch);
+  llvm::Value* bInPlace = element(desc::B, b.CreateAdd(offsetB, b.CreateMul(n0, get(desc::B + desc::RowStride))));
+  llvm::Value* ldbInPlace = get(desc::B + desc::Ld);
+  auto* convert = llvm::BasicBlock::Create(g.ctx, "convertb", f);
+  auto* bReady = llvm::BasicBlock::Create(g.ctx, "b.ready", f);
+  llvm::BasicBlock* bEntry = b.GetInsertBlock();
+  b.CreateCondBr(b.CreateICmpEQ(packBBytes, g.i64(0)), bReady, convert);
+  b.SetInsertPoint(convert);
+  b.CreateCall(packFunctionType(g.ctx), desc::pointer(b, d, desc::ConvertB),
+               {bufs, operandB, batch, offsetB, n0, cols, g.i64(0), k, k, packedB});
+  llvm::Value* width = get(desc::B + desc::Width);
+  b.CreateBr(bReady);
+  b.SetInsertPoint(bReady);
+  llvm::PHINode* bSrc = b.CreatePHI(b.getPtrTy(), 2, "bsrc");
+  bSrc->addIncoming(bInPlace, bEntry);
+  bSrc->addIncoming(packedB, convert);
+  llvm::PHINode* ldb = b.CreatePHI(b.getInt64Ty(), 2, "ldb");
+  ldb->addIncoming(ldbInPlace, bEntry);
+  ldb->addIncoming(width, convert);
   auto* kernelType = llvm::FunctionType::get(b.getVoidTy(),
-                                             {b.getPtrTy(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty(),
-                                              b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(), b.getInt64Ty()},
+                                             {b.getPtrTy(), b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(),
+                                              b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(),
+                                              b.getInt64Ty()},
                                              false);
   // Groups of Group0 rows up to the last Group1 rows.
   llvm::Value* group0 = get(desc::Group0);
@@ -289,7 +314,7 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   g.loop(g.i64(0), firstGroups, 1, "group0", [&](llvm::Value* i) {
     llvm::Value* r0 = b.CreateMul(i, group0);
     b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel0),
-                 {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(r0, lda)), lda, bSrc, ldb, k, cols,
+                 {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(r0, lda)), lda, ka, bSrc, ldb, k, cols,
                   b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(r0, ldt)), ldt});
   });
   auto* second = llvm::BasicBlock::Create(g.ctx, "group1", f);
@@ -298,7 +323,7 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   b.SetInsertPoint(second);
   llvm::Value* last = b.CreateMul(firstGroups, group0);
   b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel1),
-               {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(last, lda)), lda, bSrc, ldb, k, cols,
+               {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(last, lda)), lda, ka, bSrc, ldb, k, cols,
                 b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(last, ldt)), ldt});
   b.CreateBr(done);
   b.SetInsertPoint(done);

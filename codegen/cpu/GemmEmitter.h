@@ -57,6 +57,8 @@ struct Blocking {
 };
 
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
+/// The packed path's register tile MR × NR for an ISA and accumulator type.
+std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc);
 
 /// Accumulator elements from one packed panel of `width` rows and kcPad k to the next: the
 /// panel and a vector of `lanes` of slack, which the strided packing's whole-vector stores may
@@ -186,8 +188,8 @@ constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6,
               ReuseA = 27, A = 28, B = A + OperandFields, Count = B + OperandFields;
 
 /// Functions the drivers call: the packing routines of A and B (packed path), the row-group
-/// kernels and A's conversion into rows (small path), and the kernel's epilogue.
-enum Pointer : int { PackA, PackB, Kernel0 = PackA, Kernel1 = PackB, PackRows, Epilogue, Pointers };
+/// kernels, A's conversion into rows and B's into a panel (small path), and the kernel's epilogue.
+enum Pointer : int { PackA, PackB, Kernel0 = PackA, Kernel1 = PackB, PackRows, ConvertB, Epilogue, Pointers };
 
 llvm::StructType* type(llvm::LLVMContext& ctx);
 /// The address of i64 field `field` (or operand field `field` of the operand at `operand`).
@@ -243,11 +245,14 @@ llvm::Function* smallDriver(GemmBuilder& g);
 std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
 
 /// Small-M path (GemmSmall.cpp): whether contraction `f` takes it, its blocking, the kernels of
-/// its row groups (desc::Kernel0, Kernel1: `void(const ACC* a, i64 lda, const T* b, i64 ldb, i64 k,
+/// its row groups (desc::Kernel0, Kernel1: `void(const ACC* a, i64 lda, i64 ka, const T* b, i64 ldb, i64 k,
 /// i64 cols, ACC* tile, i64 ldt)`), its row conversion of A (desc::PackRows) and its groups: the
 /// first group's size, repeated while more than the last group's rows remain, then the last
 /// (desc::Group0, Group1; Group1 is 0 when every group is the first's size).
 bool takesSmallPath(const kernels::GemmForm& f);
+/// Whether the small path converts B (its k contiguous) into one panel of K rows per item first, to
+/// run the axpy kernels over it: products of more than kSmallM rows (the L1 rule).
+bool smallConvertsB(const kernels::GemmForm& f);
 Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
 std::vector<int> smallRowGroups(int64_t m);
 bool smallAInPlace(const kernels::GemmForm& f, DType dtype);

@@ -126,7 +126,8 @@ class StridedPacker {
     src_ = b_.CreateGEP(store_, b_.CreateAlignedLoad(b_.getPtrTy(), buffer, llvm::Align(8)), offset, "src");
     ld_ = desc::load(b_, operand, desc::Ld);
     w_ = desc::load(b_, operand, desc::Width);
-    // The width is MR or NR: division by constants (a multiply), not by a run-time value.
+    // The width is MR or NR (a division by a constant: a multiply), or the small path's converted
+    // block of B.
     full_ = divideByWidth(rows_);
     rem_ = b_.CreateSub(rows_, b_.CreateMul(full_, w_), "rem");
     panelElements_ = b_.CreateAdd(b_.CreateMul(kcPad_, w_), g_.i64(l_));
@@ -225,10 +226,14 @@ class StridedPacker {
     return b_.CreateMaskedLoad(type, at, g_.storeAlign(), mask, llvm::Constant::getNullValue(type));
   }
 
-  /// x / width, as a division by MR or by NR (a multiply) rather than by a run-time value.
+  /// x / width: by MR or by NR as constants (a multiply), any other width (the small path's
+  /// converted B, GemmSmall.cpp) at run time. MR and NR are the ISA's, not this kernel's plan's:
+  /// the routine is shared by every contraction of the module.
   llvm::Value* divideByWidth(llvm::Value* x) {
-    return b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(g_.plan.mr)), b_.CreateUDiv(x, g_.i64(g_.plan.mr)),
-                           b_.CreateUDiv(x, g_.i64(g_.plan.nr)));
+    const std::array<int, 2> tile = registerTile(g_.isa, g_.acc);
+    llvm::Value* other = b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(tile[1])), b_.CreateUDiv(x, g_.i64(tile[1])),
+                                         b_.CreateUDiv(x, w_));
+    return b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(tile[0])), b_.CreateUDiv(x, g_.i64(tile[0])), other);
   }
 
   /// Row kk of panel p in the destination.

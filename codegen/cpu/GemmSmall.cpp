@@ -55,11 +55,13 @@ constexpr int kMaxGroupRows = 4;
 constexpr int64_t kCachedM = 128;
 constexpr int64_t kCachedBBytes = 32 << 10;
 constexpr int64_t kCachedN = 16;
+constexpr int kCachedGroupRows = 6;  // rows per group there (axpy form only: 6 × 2 accumulators)
 
 /// B rows (dot form) or B vectors (axpy form) per step for a group of `rows` rows of A.
 int columnsPerStep(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows == 3 ? 3 : 2; }
 
-bool dotForm(const kernels::GemmForm& f) { return !sharedStrides(f, false)->rowsContiguous(); }
+/// Whether the kernels read B in the dot form (its k contiguous, not converted into rows).
+bool dotForm(const kernels::GemmForm& f) { return !sharedStrides(f, false)->rowsContiguous() && !smallConvertsB(f); }
 
 std::vector<int> iota(int first, int count) {
   std::vector<int> v(static_cast<size_t>(count));
@@ -72,7 +74,9 @@ using Values = std::vector<llvm::Value*>;
 /// Emits the small path's shared kernels.
 class SmallEmitter {
  public:
-  explicit SmallEmitter(GemmBuilder& g) : g_(g), b_(g.b), l_(g.plan.lanes), store_(g.storageType()) {}
+  explicit SmallEmitter(GemmBuilder& g)
+      : g_(g), b_(g.b), l_(g.plan.lanes), store_(g.storageType()),
+        bConverted_(smallConvertsB(g.form) && store_ != g.elt) {}
 
   llvm::Function* rowsFunction();
   llvm::Function* kernelFunction(int rows);
@@ -94,10 +98,18 @@ class SmallEmitter {
   void emitDot(llvm::Function* f, int rows, int r);
   void emitAxpy(llvm::Function* f, int rows, int v);
 
+  /// B's elements as the kernel loads them: stored, or converted to the accumulator type.
+  llvm::Value* loadB(llvm::Value* at, llvm::Value* mask) {
+    if (bConverted_) return load(g_.vec, at, g_.eltAlign(), mask);
+    return g_.toAcc(load(g_.withLanes(store_, l_), at, g_.storeAlign(), mask), l_);
+  }
+  llvm::Type* bType() const { return bConverted_ ? g_.elt : store_; }
+
   GemmBuilder& g_;
   llvm::IRBuilder<>& b_;
   const int l_;
   llvm::Type* store_;
+  const bool bConverted_;  // B converted into rows of the accumulator type (the f16/bf16 dot form)
 };
 
 Values SmallEmitter::carry(llvm::Value* begin, llvm::Value* end, int64_t step, const std::string& label,
@@ -186,25 +198,25 @@ llvm::Function* SmallEmitter::rowsFunction() {
   });
 }
 
-/// void kernel(const ACC* a, i64 lda, const T* b, i64 ldb, i64 k, i64 cols, ACC* tile, i64 ldt):
-/// tile[i·ldt + j] = Σ_kk a[i·lda + kk] · B(kk, j) for i < ROWS, j < cols, where B(kk, j) is
-/// b[j·ldb + kk] (dot form) or b[kk·ldb + j] (axpy form).
+/// void kernel(const ACC* a, i64 lda, i64 ka, const T* b, i64 ldb, i64 k, i64 cols, ACC* tile, i64 ldt):
+/// tile[i·ldt + j] = Σ_kk a[i·lda + kk·ka] · B(kk, j) for i < ROWS, j < cols, where B(kk, j) is
+/// b[j·ldb + kk] (dot form, which loads A's k as vectors and ignores ka: 1) or b[kk·ldb + j]
+/// (axpy form, which reads A one element at a time, so any ka: a transposed A in place).
 llvm::Function* SmallEmitter::kernelFunction(int rows) {
   llvm::Type* i64t = b_.getInt64Ty();
   llvm::Type* ptr = b_.getPtrTy();
-  auto* type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, ptr, i64t, i64t, i64t, ptr, i64t}, false);
+  auto* type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64t, i64t, ptr, i64t, i64t, i64t, ptr, i64t}, false);
   const bool dot = dotForm(g_.form);
   const int step = columnsPerStep(rows);
-  const std::string name =
-      fmt::format("kiln.gemm.{}.{}.m{}.{}{}", dot ? "dot" : "axpy", g_.typeTag(), rows, dot ? "r" : "v", step);
+  const std::string name = fmt::format("kiln.gemm.{}.{}{}.m{}.{}{}", dot ? "dot" : "axpy", g_.typeTag(),
+                                       bConverted_ ? ".bacc" : "", rows, dot ? "r" : "v", step);
   return g_.sharedFunction(name, type,
                            [&](llvm::Function* f) { dot ? emitDot(f, rows, step) : emitAxpy(f, rows, step); });
 }
 
 void SmallEmitter::emitDot(llvm::Function* f, int rows, int r) {
-  llvm::Value *a = f->getArg(0), *lda = f->getArg(1), *bp = f->getArg(2), *ldb = f->getArg(3), *k = f->getArg(4),
-              *cols = f->getArg(5), *tile = f->getArg(6), *ldt = f->getArg(7);
-  llvm::Type* bVec = g_.withLanes(store_, l_);
+  llvm::Value *a = f->getArg(0), *lda = f->getArg(1), *bp = f->getArg(3), *ldb = f->getArg(4), *k = f->getArg(5),
+              *cols = f->getArg(6), *tile = f->getArg(7), *ldt = f->getArg(8);
   llvm::Value* kMain = b_.CreateAnd(k, g_.i64(~int64_t{l_ - 1}));
   // Columns [j0, j0 + count): `count` rows of W against the group's rows of A.
   auto columns = [&](llvm::Value* j0, int count) {
@@ -217,7 +229,7 @@ void SmallEmitter::emitDot(llvm::Function* f, int rows, int r) {
       }
       for (int j = 0; j < count; ++j) {
         llvm::Value* at = g_.at(store_, bp, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j0, g_.i64(j)), ldb), kk));
-        bv.push_back(g_.toAcc(load(bVec, at, g_.storeAlign(), mask), l_));
+        bv.push_back(loadB(at, mask));
       }
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < count; ++j) next[i * count + j] = g_.mulAdd(av[i], bv[j], acc[i * count + j]);
@@ -240,27 +252,42 @@ void SmallEmitter::emitDot(llvm::Function* f, int rows, int r) {
 }
 
 void SmallEmitter::emitAxpy(llvm::Function* f, int rows, int v) {
-  llvm::Value *a = f->getArg(0), *lda = f->getArg(1), *bp = f->getArg(2), *ldb = f->getArg(3), *k = f->getArg(4),
-              *cols = f->getArg(5), *tile = f->getArg(6), *ldt = f->getArg(7);
-  llvm::Type* bVec = g_.withLanes(store_, l_);
+  llvm::Value *a = f->getArg(0), *lda = f->getArg(1), *ka = f->getArg(2), *bp = f->getArg(3), *ldb = f->getArg(4),
+              *k = f->getArg(5), *cols = f->getArg(6), *tile = f->getArg(7), *ldt = f->getArg(8);
+  llvm::Type* bElt = bType();
   // Columns [j0, j0 + count·lanes), the last vector masked to `mask` when given.
   auto columns = [&](llvm::Value* j0, int count, llvm::Value* mask) {
-    Values zero(static_cast<size_t>(rows * count), llvm::Constant::getNullValue(g_.vec));
-    Values acc = carry(g_.i64(0), k, 1, "k", zero, [&](llvm::Value* kk, const Values& acc) {
+    // One k: B's row at `row`, A's column at `column`. Two per loop iteration, with the operand
+    // pointers carried and bumped (no index arithmetic in the loop), then an odd k's last.
+    auto step = [&](llvm::Value* row, llvm::Value* column, const Values& acc) {
       Values next = acc, bv;
-      llvm::Value* row = g_.at(store_, bp, b_.CreateAdd(b_.CreateMul(kk, ldb), j0));
       for (int j = 0; j < count; ++j) {
-        llvm::Value* at = g_.at(store_, row, g_.i64(j * l_));
-        bv.push_back(g_.toAcc(load(bVec, at, g_.storeAlign(), mask), l_));
+        bv.push_back(loadB(g_.at(bElt, row, g_.i64(j * l_)), mask));
       }
       for (int i = 0; i < rows; ++i) {
-        llvm::Value* x = b_.CreateAlignedLoad(g_.elt, g_.at(g_.elt, a, b_.CreateAdd(b_.CreateMul(g_.i64(i), lda), kk)),
-                                              g_.eltAlign());
+        llvm::Value* x =
+            b_.CreateAlignedLoad(g_.elt, g_.at(g_.elt, column, b_.CreateMul(g_.i64(i), lda)), g_.eltAlign());
         llvm::Value* av = g_.splat(l_, x);
         for (int j = 0; j < count; ++j) next[i * count + j] = g_.mulAdd(av, bv[j], acc[i * count + j]);
       }
       return next;
+    };
+    Values init(static_cast<size_t>(rows * count), llvm::Constant::getNullValue(g_.vec));
+    init.push_back(g_.at(bElt, bp, j0));
+    init.push_back(a);
+    const size_t rowAt = init.size() - 2, columnAt = init.size() - 1;
+    llvm::Value* kEven = b_.CreateAnd(k, g_.i64(-2));
+    Values acc = carry(g_.i64(0), kEven, 2, "k", init, [&](llvm::Value*, const Values& v) {
+      Values next = step(v[rowAt], v[columnAt], v);
+      llvm::Value* row = g_.at(bElt, v[rowAt], ldb);
+      llvm::Value* column = g_.at(g_.elt, v[columnAt], ka);
+      next = step(row, column, next);
+      next[rowAt] = g_.at(bElt, row, ldb);
+      next[columnAt] = g_.at(g_.elt, column, ka);
+      return next;
     });
+    acc = carryIf(b_.CreateICmpSLT(kEven, k), "k.odd", acc,
+                  [&](const Values& v) { return step(v[rowAt], v[columnAt], v); });
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < count; ++j) {
         llvm::Value* at = b_.CreateAdd(b_.CreateMul(g_.i64(i), ldt), b_.CreateAdd(j0, g_.i64(j * l_)));
@@ -282,8 +309,8 @@ void SmallEmitter::emitAxpy(llvm::Function* f, int rows, int v) {
 std::vector<int> smallRowGroups(int64_t m) {
   if (m <= kMaxGroupRows) return {static_cast<int>(m)};
   if (m > kSmallM) {
-    if (m % kMaxGroupRows == 0) return {kMaxGroupRows};
-    return {kMaxGroupRows, static_cast<int>(m % kMaxGroupRows)};
+    if (m % kCachedGroupRows == 0) return {kCachedGroupRows};
+    return {kCachedGroupRows, static_cast<int>(m % kCachedGroupRows)};
   }
   const int first = static_cast<int>((m + 1) / 2);
   return {first, static_cast<int>(m) - first};
@@ -291,16 +318,20 @@ std::vector<int> smallRowGroups(int64_t m) {
 
 bool smallAInPlace(const kernels::GemmForm& f, DType dtype) {
   const bool accStored = dtype == DType::f32 || dtype == DType::f64 || dtype == DType::i64;
-  return accStored && sharedStrides(f, true)->k == 1;
+  return accStored && (sharedStrides(f, true)->k == 1 || !dotForm(f));
 }
 
 bool takesSmallPath(const kernels::GemmForm& f) {
   const std::optional<Strides> a = sharedStrides(f, true), b = sharedStrides(f, false);
   if (f.m < 1 || f.n < 1 || !a || !b) return false;
   if (f.m <= kSmallM) return true;
-  // A product that fits L1 (see the file comment): the axpy form, A's k contiguous.
-  return f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && b->rowsContiguous() &&
-         a->k == 1 && flopsOf(f) < kParallelFlops;
+  // A product that fits L1 (see the file comment), in the axpy form: A read in place, transposed or
+  // not; B in place when its n is contiguous, else converted into rows first.
+  return f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && flopsOf(f) < kParallelFlops;
+}
+
+bool smallConvertsB(const kernels::GemmForm& f) {
+  return f.m > kSmallM && !sharedStrides(f, false)->rowsContiguous();
 }
 
 Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
@@ -323,6 +354,10 @@ Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa&
   p.grain = bBytes * static_cast<double>(f.batch) >= kSmallParallelBytes ? 1 : std::max<int64_t>(p.items, 1);
   p.ldt = roundUp(p.nb, p.lanes);
   p.packABytes = align64(f.m * roundUp(f.k, p.lanes) * bytes);
+  if (smallConvertsB(f)) {  // B's block as one panel of K rows (the strided packing's layout)
+    p.nr = static_cast<int>(roundUp(p.nb, p.lanes));
+    p.packBBytes = packedBytes(1, p.nr, p.nr, f.k, bytes, p.lanes);
+  }
   p.tileBytes = align64(f.m * p.ldt * bytes);
   return p;
 }

@@ -336,11 +336,14 @@ TEST(Gemm, Conv2dGradInput) {
   for (const Conv& c : {kConvs[1], kConvs[2], kConvs[4]}) check(hostJit(), c.gradInput(), DType::f32);
 }
 
-/// The blocking of case `c` in f32 for the host.
-gemm::Blocking planOf(const Case& c) {
+/// The GEMM form of case `c` in f32.
+kernels::GemmForm formOf(const Case& c) {
   ir::Graph g = ir::parseGraph(c.graph(DType::f32), "gemm_test.kir");
-  return gemm::blockingFor(kernels::gemmForm(kernels::lowerGraph(g).at(0)), AccType::F32, isaOf(hostJit()));
+  return kernels::gemmForm(kernels::lowerGraph(g).at(0));
 }
+
+/// The blocking of case `c` in f32 for the host.
+gemm::Blocking planOf(const Case& c) { return gemm::blockingFor(formOf(c), AccType::F32, isaOf(hostJit())); }
 
 // A the same in every batch (a convolution's weights, a broadcast matrix) within one M block is
 // packed over all of K once per thread and kept across items; an A that varies is packed per item.
@@ -452,22 +455,50 @@ TEST(Gemm, SmallM) {
 }
 
 // More than 8 rows take the small path when the product stays in L1 (GemmSmall.cpp): B of at
-// most 32 KiB in the axpy form with at least 16 columns, A read in place, one thread's worth of
-// flops. Rows go in groups of 4 and one of the rest (13 = 3·4 + 1; 66 = 16·4 + 2); the dot form,
-// a transposed A, a narrow N, too many rows and too big a B keep the packed path.
+// most 32 KiB with at least 16 columns, one thread's worth of flops. A is read in place, transposed
+// or not; B too when its n is contiguous, else it is converted into one panel of K rows first (by
+// the strided packing, which every contraction of the module shares). Rows go in groups of 6 and
+// one of the rest (13 = 2·6 + 1; 67 = 11·6 + 1; 66 = 11·6); a narrow N, too many rows and too big
+// a B keep the packed path.
 TEST(Gemm, SmallPathForProductsInL1) {
   auto path = [](const Case& c) { return planOf(c).path; };
-  const Case small[] = {matmul(64, 32, 64), matmul(13, 17, 33), matmul(66, 40, 70), matmul(100, 128, 10),
-                        matmul(128, 64, 64), matmul(9, 2000, 4)};
+  const Case small[] = {matmul(64, 32, 64),          matmul(13, 17, 33),
+                        matmul(66, 40, 70),          matmul(100, 128, 10),
+                        matmul(128, 64, 64),         matmul(9, 2000, 4),
+                        matmul(64, 64, 32, false, true),  // B converted
+                        matmul(64, 32, 64, true, false),  // A transposed, in place
+                        matmul(13, 17, 33, true, true),   // both; N = 17: a partial panel of 24
+                        matmul(67, 40, 70, false, true),  // K = 70: transposed blocks and a tail
+                        matmul(67, 24, 9, true, true)};
   for (const Case& c : small) {
     EXPECT_EQ(path(c), gemm::Path::Small) << c.graph(DType::f32);
     check(hostJit(), c, DType::f32, {1, 2});
   }
-  check(hostJit(), matmul(13, 17, 33), DType::f64, {1});
+  EXPECT_TRUE(gemm::smallConvertsB(formOf(matmul(64, 64, 32, false, true))));
+  EXPECT_FALSE(gemm::smallConvertsB(formOf(matmul(64, 32, 64, true, false))));
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check(hostJit(), matmul(13, 17, 33, ta, tb), DType::f64, {1});
+      // f16 and bf16: A converted into rows, B converted to f32 (kernels of their own).
+      check(hostJit(), matmul(19, 33, 21, ta, tb), DType::f16, {1});
+      check(hostJit(), matmul(19, 33, 21, ta, tb), DType::bf16, {1});
+    }
   check(hostJit(), {"{t}[3,20,30]", "{t}[30,48]", "matmul", "", "{t}[3,20,48]"}, DType::f32);
   EXPECT_EQ(path({"{t}[3,20,30]", "{t}[30,48]", "matmul", "", "{t}[3,20,48]"}), gemm::Path::Small);
-  const Case packed[] = {matmul(64, 64, 32, false, true), matmul(64, 32, 64, true, false), matmul(100, 10, 128),
-                         matmul(129, 32, 64), matmul(64, 96, 100), matmul(128, 64, 128)};
+  check(hostJit(), {"{t}[3,30,20]", "{t}[3,48,30]", "matmul", "transpose_a=true, transpose_b=true", "{t}[3,20,48]"},
+        DType::f32);
+  // Other vector widths: AVX-512's 16 lanes (run on the host, LLVM splits the vectors), SSE2's 4.
+  const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
+  check(hostJit(), matmul(67, 40, 70, true, true), DType::f32, {1}, avx512);
+  check(sse2Jit(), matmul(67, 40, 70, true, true), DType::f32, {1});
+  // The converted B's panel is as wide as its block, which the strided packing divides by at run
+  // time; in a module with a packed contraction that shares the routine, both stay right.
+  const std::vector<Case> shared{matmul(64, 64, 32, false, true), matmul(33, 257, 300, false, true)};
+  const VectorIsa isa = isaOf(hostJit());
+  std::vector<Compiled> kernels = compileAll(hostJit(), shared, DType::f32, isa);
+  for (size_t i = 0; i < shared.size(); ++i) verify(kernels[i], shared[i], DType::f32, {1, 2}, isa);
+  const Case packed[] = {matmul(100, 10, 128), matmul(129, 32, 64), matmul(64, 96, 100),
+                         matmul(64, 96, 100, false, true), matmul(128, 64, 128)};
   for (const Case& c : packed) EXPECT_EQ(path(c), gemm::Path::Packed) << c.graph(DType::f32);
 }
 
