@@ -11,24 +11,27 @@
 //     M values broadcast, M·V vector accumulators over n; the N tail one vector at a time, the
 //     last, partial one masked.
 //
-// A is read in place when its k is contiguous and it is stored in the accumulator type, and is
+// A is read in place when it is stored in the accumulator type and either its k is contiguous or
+// the form is axpy (which reads A one element at a time: a transposed A costs the same); it is
 // otherwise converted once per batch and thread into zero-padded rows of kPad = K rounded up to
-// the vector lanes. M rows are done in groups of at most 4 (5 to 8 rows: two groups; more rows:
-// groups of 4, then one of the rest), with R = V = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at
-// most 9 accumulators plus the operand vectors stay in AVX2's 16 registers. Each element's sum
-// runs in the same order whichever group or block it falls in, so results do not depend on the
-// blocking or the thread count.
+// the vector lanes. Up to 8 rows go in groups of at most 4 (5 to 8 rows: two groups), with R = V
+// = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at most 9 accumulators plus the operand vectors stay
+// in AVX2's 16 registers. The axpy loop does two k per iteration with its operand pointers carried
+// (no index arithmetic). Each element's sum runs in the same order whichever group or block it
+// falls in, so results do not depend on the blocking or the thread count.
 //
 // The threshold is the row count, not a model: up to kSmallM rows the packed path computes at
 // most 8 of its 6-row micro-tiles' rows per panel pair and spends more on packing B than on the
 // product; from there on, streaming B once per row group loses to packing it once — unless all of
-// B stays in L1 (at most 32 KiB) and A is read in place: then each group of 4 rows re-reads B
-// from L1, and the product has no packing at all. That holds in the axpy form with at least two
-// vectors of columns: on the development machine (AVX2, one thread, `kiln_gemm_tune M N K`)
-// 64×64·64×32 took 3.4–3.6 µs against 4.7–5.0 packed, 100×10·10×128 7.5–8.7 against 10,
-// 128×64·64×64 13.4–15 against 16.5; the dot form (every element a sum across lanes), narrow N
-// and A converted into rows (a transpose, element by element) lost or tied, so they keep the
-// packed path.
+// B stays in L1 (at most 32 KiB, at least two vectors of columns): then each group re-reads B from
+// L1, and the product packs nothing or only B. These products run in the axpy form in groups of 6
+// rows (6 × 2 vector accumulators, as the micro-kernel), A read in place, and a B whose k is
+// contiguous (x·Wᵀ, the forward product of a layer) converted first into one panel of K rows as
+// wide as the block, by the packed path's strided packing (smallConvertsB). On the development
+// machine (AVX2, one thread, `kiln_bench --filter gemm/…/t1`, 5 interleaved runs) 64×64·64×32
+// takes 3.0–3.2 µs; its transposed forms, packed before, 64×64ᵀ·64×32 4.5–4.7 → 3.0–3.1 (3.9 once)
+// and 64×32·(64×32)ᵀ 4.2–4.3 → 3.6–3.7 (4.7 twice); the dot form (every element a sum across
+// lanes) loses beyond 8 rows, hence the conversion.
 //
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
 // kSmallParallelBytes, where waking a thread costs more than streaming it), else blocks of about
@@ -48,14 +51,15 @@ namespace {
 constexpr int64_t kSmallM = 8;                    // rows of the product at most
 constexpr int64_t kSmallParallelBytes = 1 << 20;  // of B (in accumulator elements): from here on, threads
 constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threads
-constexpr int kMaxGroupRows = 4;
-// Products that fit L1 also take this path with more rows (groups of kMaxGroupRows): at most
-// kCachedM rows, B (f32) in kCachedBBytes, at least kCachedN columns (two AVX2 vectors), and
-// under kParallelFlops (so that this path and the packed one both run on one thread).
+constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows
+// Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, then one
+// of the rest, 1 to 5 rows, with V = 2 as for 4): at most kCachedM rows, B (f32) in kCachedBBytes,
+// at least kCachedN columns (two AVX2 vectors), and under kParallelFlops (so that this path and the
+// packed one both run on one thread).
 constexpr int64_t kCachedM = 128;
 constexpr int64_t kCachedBBytes = 32 << 10;
 constexpr int64_t kCachedN = 16;
-constexpr int kCachedGroupRows = 6;  // rows per group there (axpy form only: 6 × 2 accumulators)
+constexpr int kCachedGroupRows = 6;  // axpy form only: 6 × 2 vector accumulators
 
 /// B rows (dot form) or B vectors (axpy form) per step for a group of `rows` rows of A.
 int columnsPerStep(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows == 3 ? 3 : 2; }
