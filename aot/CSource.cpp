@@ -277,10 +277,13 @@ typedef struct {n}_tensor_info {{
 )c",
                    fmt::arg("n", n), fmt::arg("N", N),
                    fmt::arg("createWhat", cuda ? "its parameters and buffers in the memory of CUDA device 0\n"
-                                                 " * (CUDA_VISIBLE_DEVICES selects the GPU), a stream and the kernels; num_threads is ignored"
+                                                 " * (CUDA_VISIBLE_DEVICES selects the GPU), a stream, the kernels and, when an input or\n"
+                                                 " * output has 2 MiB or more, num_threads - 1 worker threads that copy them to and from\n"
+                                                 " * the pinned staging buffers with the caller (num_threads <= 0: one per CPU this\n"
+                                                 " * process may run on)"
                                                : "its parameters, buffers and num_threads - 1 worker threads (num_threads <= 0:\n"
                                                  " * one per CPU this process may run on)"),
-                   fmt::arg("threadsCuda", cuda ? " (1 for a CUDA library: the GPU runs the work)" : ""));
+                   fmt::arg("threadsCuda", cuda ? " (for a CUDA library, those of its staging copies; 1 without)" : ""));
   if (p.training())
     h += fmt::format(R"c(
 /* One training step: forward, loss, backward and the optimizer's update of the parameters.

@@ -18,13 +18,17 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -268,7 +272,7 @@ KAOT_FN int kaot_check_program(const kiln_aot_program* p) {
  * (member `b`), so the common code reaches it through KAOT_BASE without knowing the rest. */
 typedef struct {
   const kiln_aot_program* p;
-  int threads;               /* CPU: the pool's threads; CUDA: 1 */
+  int threads;               /* the pool's threads (CPU: the kernels'; CUDA: the staging copies') */
   unsigned char* lr;         /* the learning-rate input of train_step (64 bytes) */
   void** outs;               /* the last run's outputs, in host memory */
   const void** train_inputs; /* train_step's inputs: batch, labels, lr */
@@ -419,3 +423,227 @@ KAOT_FN int kiln_aot_threads(const kiln_aot_context* c) {
   if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_threads: the context is NULL"), 0;
   return KAOT_CBASE(c)->threads;
 }
+
+
+/* ---------------------------------------------------------------- thread pool
+ * The CPU runtime runs its kernels on it; the CUDA runtime copies large inputs and outputs to and
+ * from its pinned staging buffers on it (kaot_copy). kiln_parallel_for, which the CPU kernels call,
+ * is the one name here that is not static; it is hidden. Needs pthreads and the Linux futex
+ * syscall. */
+/* kiln::rt::ThreadPool in C: a job [begin, end) with grain g is split into
+ * min(threads, size / max(g, 1)) chunks; chunk i starts at i * base + min(i, extra) and is
+ * base + (i < extra) long; the caller runs chunk 0, worker k chunk k. Fewer than 2 chunks, a
+ * nested call or a busy pool: the caller runs the whole range inline. Waiting threads spin, then
+ * poll with sched_yield for 100 us, then sleep on a futex (as runtime/ThreadPool.cpp). */
+
+static _Thread_local int kaot_inside_job; /* a worker, or a caller running its own chunk */
+
+typedef void (*kaot_chunk_fn)(void*, int64_t, int64_t);
+typedef struct {
+  _Alignas(64) atomic_uint seq;
+  atomic_bool sleeping;
+} kaot_slot;
+typedef struct kaot_pool kaot_pool;
+typedef struct { kaot_pool* pool; int index; } kaot_worker;
+struct kaot_pool {
+  int threads, started;
+  kaot_slot* slots; /* slots[k - 1]: worker k */
+  pthread_t* tids;
+  kaot_worker* args;
+  atomic_bool busy, stopping;
+  kaot_chunk_fn fn; /* the job in flight */
+  void* ctx;
+  int64_t begin;
+  uint64_t size, chunks;
+  _Alignas(64) atomic_uint pending;
+  atomic_bool caller_sleeping;
+};
+
+KAOT_FN void kaot_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+/* FUTEX_WAIT / FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
+KAOT_FN void kaot_futex_wait(atomic_uint* w, uint32_t v) { syscall(SYS_futex, (void*)w, 128, v, NULL, NULL, 0); }
+KAOT_FN void kaot_futex_wake(atomic_uint* w) { syscall(SYS_futex, (void*)w, 129, 1, NULL, NULL, 0); }
+
+static inline bool kaot_done(uint32_t v, bool until_zero, uint32_t seen) { return until_zero ? v == 0 : v != seen; }
+
+/* Waits until *word is 0 (until_zero) or differs from `seen`; `sleeping` is raised while this
+ * thread may sleep, so the writer of `word` makes the wake-up call only then. */
+KAOT_FN uint32_t kaot_await(atomic_uint* word, atomic_bool* sleeping, bool until_zero, uint32_t seen) {
+  uint32_t v;
+  for (int i = 0; i < 64; ++i) {
+    v = atomic_load_explicit(word, memory_order_acquire);
+    if (kaot_done(v, until_zero, seen)) return v;
+    kaot_relax();
+  }
+  int64_t deadline = kaot_now_ns() + 100000;
+  do {
+    v = atomic_load_explicit(word, memory_order_acquire);
+    if (kaot_done(v, until_zero, seen)) return v;
+    sched_yield();
+  } while (kaot_now_ns() < deadline);
+  for (;;) {
+    atomic_store(sleeping, true);
+    v = atomic_load(word);
+    if (kaot_done(v, until_zero, seen)) {
+      atomic_store_explicit(sleeping, false, memory_order_relaxed);
+      return v;
+    }
+    kaot_futex_wait(word, v);
+  }
+}
+
+KAOT_FN void kaot_wake(kaot_pool* p, int k) {
+  kaot_slot* s = &p->slots[k - 1];
+  atomic_fetch_add(&s->seq, 1);
+  if (atomic_load(&s->sleeping)) kaot_futex_wake(&s->seq);
+}
+
+KAOT_FN void kaot_run_chunk(kaot_pool* p, uint64_t i) {
+  uint64_t base = p->size / p->chunks, extra = p->size % p->chunks;
+  uint64_t offset = i * base + (i < extra ? i : extra), length = base + (i < extra ? 1 : 0);
+  int64_t b = (int64_t)((uint64_t)p->begin + offset);
+  p->fn(p->ctx, b, (int64_t)((uint64_t)b + length));
+}
+
+KAOT_FN void* kaot_worker_main(void* arg) {
+  kaot_pool* p = ((kaot_worker*)arg)->pool;
+  int index = ((kaot_worker*)arg)->index;
+  char name[16];
+  snprintf(name, sizeof name, "kiln-aot-%d", index);
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+  kaot_inside_job = 1;
+  kaot_slot* slot = &p->slots[index - 1];
+  uint32_t seen = 0;
+  for (;;) {
+    seen = kaot_await(&slot->seq, &slot->sleeping, false, seen);
+    if (atomic_load_explicit(&p->stopping, memory_order_relaxed)) return NULL;
+    kaot_run_chunk(p, (uint64_t)index);
+    if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) kaot_futex_wake(&p->pending);
+  }
+}
+
+void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t),
+                       void* ctx) __attribute__((visibility("hidden")));
+__attribute__((visibility("hidden"))) void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain,
+                                                             void (*fn)(void*, int64_t, int64_t), void* ctx) {
+  if (end <= begin) return;
+  kaot_pool* p = (kaot_pool*)pool;
+  uint64_t size = (uint64_t)end - (uint64_t)begin;
+  uint64_t chunks = p ? size / (uint64_t)(grain > 1 ? grain : 1) : 0;
+  if (p && chunks > (uint64_t)p->threads) chunks = (uint64_t)p->threads;
+  if (chunks < 2 || kaot_inside_job || atomic_exchange_explicit(&p->busy, true, memory_order_acquire)) {
+    fn(ctx, begin, end);
+    return;
+  }
+  p->fn = fn;
+  p->ctx = ctx;
+  p->begin = begin;
+  p->size = size;
+  p->chunks = chunks;
+  atomic_store_explicit(&p->pending, (uint32_t)chunks - 1, memory_order_relaxed); /* published by the wakes */
+  for (int k = 1; k < (int)chunks; ++k) kaot_wake(p, k);
+  kaot_inside_job = 1;
+  kaot_run_chunk(p, 0);
+  kaot_inside_job = 0;
+  kaot_await(&p->pending, &p->caller_sleeping, true, 0);
+  atomic_store_explicit(&p->busy, false, memory_order_release);
+}
+
+KAOT_FN void kaot_pool_destroy(kaot_pool* p) {
+  if (!p) return;
+  atomic_store_explicit(&p->stopping, true, memory_order_relaxed); /* published by the wakes */
+  for (int k = 1; k <= p->started; ++k) kaot_wake(p, k);
+  for (int k = 0; k < p->started; ++k) pthread_join(p->tids[k], NULL);
+  free(p->slots);
+  free(p->tids);
+  free(p->args);
+  free(p);
+}
+
+KAOT_FN int kaot_pool_create(int threads, kaot_pool** out) {
+  kaot_pool* p = (kaot_pool*)kaot_alloc((int64_t)sizeof(kaot_pool));
+  int n = threads - 1, rc = 0;
+  *out = NULL;
+  if (!p) return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a thread pool of %d threads", threads);
+  p->threads = threads;
+  atomic_init(&p->busy, false);
+  atomic_init(&p->stopping, false);
+  atomic_init(&p->pending, 0);
+  atomic_init(&p->caller_sleeping, false);
+  if (n > 0) {
+    p->slots = (kaot_slot*)kaot_alloc((int64_t)(sizeof(kaot_slot) * (size_t)n));
+    p->tids = (pthread_t*)calloc((size_t)n, sizeof(pthread_t));
+    p->args = (kaot_worker*)calloc((size_t)n, sizeof(kaot_worker));
+    if (!p->slots || !p->tids || !p->args) {
+      kaot_pool_destroy(p);
+      return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a thread pool of %d threads", threads);
+    }
+    for (int k = 0; k < n; ++k) {
+      atomic_init(&p->slots[k].seq, 0);
+      atomic_init(&p->slots[k].sleeping, false);
+    }
+    sigset_t all, old; /* workers block every signal: they belong to the process's main threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int k = 0; k < n && rc == 0; ++k) {
+      p->args[k].pool = p;
+      p->args[k].index = k + 1;
+      rc = pthread_create(&p->tids[k], NULL, kaot_worker_main, &p->args[k]);
+      if (rc == 0) p->started++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+      char eb[128];
+      int started = p->started;
+      kaot_pool_destroy(p);
+      return kaot_fail(KILN_AOT_E_MEMORY, "could not start thread %d of a pool of %d: %s", started + 2, threads,
+                       KAOT_STRERROR(rc, eb));
+    }
+  }
+  *out = p;
+  return KILN_AOT_OK;
+}
+
+/* The threads of a pool for `requested` (0 or less: the CPUs this process may run on), at most 256. */
+KAOT_FN int kaot_threads_for(int requested) {
+  int threads = requested;
+  if (threads <= 0) {
+    unsigned long mask[128];
+    long got = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    threads = 0;
+    for (long i = 0; i < got / (long)sizeof(unsigned long); ++i) threads += __builtin_popcountl(mask[i]);
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) threads = 1;
+  }
+  return threads > 256 ? 256 : threads;
+}
+
+/* kiln::rt::ThreadPool::copy in C: `bytes` from src to dst, in runs of whole 4 KiB steps of at
+ * least KAOT_COPY_GRAIN on every thread of the pool from KAOT_PARALLEL_COPY on, else (or without a
+ * pool) by the caller alone. */
+#define KAOT_COPY_STEP ((int64_t)4096)
+#define KAOT_COPY_GRAIN ((int64_t)1 << 20)
+#define KAOT_PARALLEL_COPY ((int64_t)2 << 20)
+typedef struct { unsigned char* dst; const unsigned char* src; int64_t bytes; } kaot_copy_job;
+KAOT_FN void kaot_copy_steps(void* arg, int64_t begin, int64_t end) {
+  const kaot_copy_job* j = (const kaot_copy_job*)arg;
+  int64_t from = begin * KAOT_COPY_STEP, to = end * KAOT_COPY_STEP;
+  if (to > j->bytes) to = j->bytes;
+  memcpy(j->dst + from, j->src + from, (size_t)(to - from));
+}
+KAOT_FN void kaot_copy(kaot_pool* pool, void* dst, const void* src, int64_t bytes) {
+  if (bytes <= 0) return;
+  if (!pool || pool->threads < 2 || bytes < KAOT_PARALLEL_COPY) {
+    memcpy(dst, src, (size_t)bytes);
+    return;
+  }
+  kaot_copy_job j = {(unsigned char*)dst, (const unsigned char*)src, bytes};
+  kiln_parallel_for(pool, 0, (bytes + KAOT_COPY_STEP - 1) / KAOT_COPY_STEP, KAOT_COPY_GRAIN / KAOT_COPY_STEP, kaot_copy_steps, &j);
+}
+

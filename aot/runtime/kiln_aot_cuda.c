@@ -162,6 +162,7 @@ static __attribute__((unused, format(printf, 3, 4))) int kaot_cu_fail(const char
 
 struct kiln_aot_context {
   kaot_base b; /* p, threads, lr, outs (pinned), train_inputs */
+  kaot_pool* pool;            /* copies inputs and outputs of KAOT_PARALLEL_COPY bytes and more */
   const kiln_aot_cuda_program* cp;
   kaot_cu_device device;
   kaot_cu_context ctx; /* the primary context, retained */
@@ -214,6 +215,7 @@ KAOT_FN void kiln_aot_destroy(kiln_aot_context* c) {
     kaot_cu_leave(c);
   }
   if (c->ctx) kaot_cu.DevicePrimaryCtxRelease(c->device);
+  kaot_pool_destroy(c->pool);
   free(c->inputs), free(c->params), free(c->owned), free(c->staging), free(c->in_host), free(c->b.outs);
   free(c->functions), free(c->argv), free(c->argp), free(c->first_arg), free(c->b.train_inputs), free(c->b.lr);
   free(c);
@@ -368,7 +370,6 @@ KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* we
   size_t args = 0;
   int rc, major = 0, minor = 0;
   char device[320], label[256] = "";
-  (void)num_threads; /* the device runs the work */
   if ((rc = kaot_check_create(p, out)) || (rc = kaot_cu_check(cp)) || (rc = kaot_check_weights_path(p, weights_path))) return rc;
   pthread_once(&kaot_cu_once, kaot_cu_load);
   if (kaot_cu_problem[0]) return kaot_fail(KILN_AOT_E_CUDA, "%s: %s", p->name, kaot_cu_problem);
@@ -376,7 +377,7 @@ KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* we
   c = (kiln_aot_context*)calloc(1, sizeof(kiln_aot_context));
   if (!c) return kaot_oom(p->name);
   c->b.p = p;
-  c->b.threads = 1;
+  c->b.threads = kaot_threads_for(num_threads);
   c->cp = cp;
   c->inputs = (kaot_cu_ptr*)calloc((size_t)p->num_inputs + 1, sizeof(kaot_cu_ptr));
   c->params = (kaot_cu_ptr*)calloc((size_t)p->num_params + 1, sizeof(kaot_cu_ptr));
@@ -421,6 +422,12 @@ KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* we
     if (!rc) kaot_cu_bind(c);
     kaot_cu_leave(c);
   }
+  /* Threads for the staging copies where an input or output is large enough to use them. */
+  int large = 0;
+  for (int i = 0; i < p->num_inputs; ++i) large |= p->inputs[i].bytes >= KAOT_PARALLEL_COPY;
+  for (int o = 0; o < p->num_outputs; ++o) large |= p->outputs[o].bytes >= KAOT_PARALLEL_COPY;
+  if (!large) c->b.threads = 1;
+  if (!rc && c->b.threads > 1) rc = kaot_pool_create(c->b.threads, &c->pool);
   /* The parameters: from the file, else the embedded weights (uploaded by kaot_target_take_params). */
   if (!rc && weights_path) rc = kaot_load_file(c, weights_path);
   else if (!rc && p->weights) {
@@ -454,7 +461,7 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
   if (rc) return rc;
   for (int i = 0; i < p->num_inputs && !rc; ++i) {
     if (p->inputs[i].bytes == 0) continue;
-    memcpy(c->in_host[i], inputs[i], (size_t)p->inputs[i].bytes);
+    kaot_copy(c->pool, c->in_host[i], inputs[i], p->inputs[i].bytes);
     if ((r = kaot_cu.MemcpyHtoDAsync(c->inputs[i], c->in_host[i], (size_t)p->inputs[i].bytes, c->stream)) != 0)
       rc = kaot_cu_fail(name, r, "cuMemcpyHtoDAsync(input %d, %" PRId64 " bytes)", i, p->inputs[i].bytes);
   }
@@ -484,7 +491,7 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
   if ((r = kaot_cu.StreamSynchronize(c->stream)) != 0 && !rc) rc = kaot_cu_fail(name, r, "cuStreamSynchronize (after the run)");
   kaot_cu_leave(c);
   for (int o = 0; o < p->num_outputs && !rc; ++o)
-    if (outputs && outputs[o] && p->outputs[o].bytes) memcpy(outputs[o], c->b.outs[o], (size_t)p->outputs[o].bytes);
+    if (outputs && outputs[o]) kaot_copy(c->pool, outputs[o], c->b.outs[o], p->outputs[o].bytes);
   return rc;
 }
 

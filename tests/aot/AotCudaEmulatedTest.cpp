@@ -356,6 +356,46 @@ TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
   }
 }
 
+// A library copies inputs and outputs of 2 MiB and more to and from its pinned buffers on a pool of
+// num_threads threads (kaot_copy, aot/runtime/kiln_aot_common.c), and starts none without such a
+// tensor: a 2.1 MB input returned as the output comes back whole, run after run, on 1, 2 and 3
+// threads (3: a run of steps that is not a multiple of the threads' share).
+TEST_F(AotCudaEmulated, LibrariesStageLargeTensorsOnTheirThreads) {
+  ir::Graph g("large");
+  const ir::TensorType t{DType::f32, {1024, 513}};
+  ASSERT_GE(static_cast<size_t>(t.bytes()), rt::ThreadPool::kParallelCopyBytes);
+  ir::Value* x = g.addInput("x", t);
+  g.addOutput("y", x);
+  Scratch s;
+  EmulatedDevice device(g);
+  aot::ExportResult r = exportCuda(g, "large", s.dir);
+  ASSERT_TRUE(fs::exists(r.library));
+  aot::Library lib(r.library, "large");
+  for (int threads : {1, 2, 3}) {
+    void* ctx = nullptr;
+    ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), threads), kOk) << lib.errorMessage();
+    EXPECT_EQ(lib.numThreads(ctx), threads);
+    for (int run = 0; run < 2; ++run) {
+      interp::TensorMap in = modelInputs(g, 90 + static_cast<uint64_t>(run));
+      kiln::testing::expectIdentical({{"y", in.at("x")}}, runLibrary(lib, ctx, g, in),
+                                     fmt::format("{} threads, run {}", threads, run));
+    }
+    lib.destroy(ctx);
+  }
+  expectBalanced("large");
+  // A small tensor: no pool, whatever num_threads asks for.
+  ir::Graph small("small");
+  small.addOutput("y", small.addInput("x", ir::TensorType{DType::f32, {3, 5}}));
+  EmulatedDevice smallDevice(small);
+  aot::ExportResult rs = exportCuda(small, "small", s.dir);
+  aot::Library smallLib(rs.library, "small");
+  void* ctx = nullptr;
+  ASSERT_EQ(smallLib.create(&ctx, rs.weights.c_str(), 4), kOk) << smallLib.errorMessage();
+  EXPECT_EQ(smallLib.numThreads(ctx), 1);
+  smallLib.destroy(ctx);
+  expectBalanced("small");
+}
+
 TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
   for (const std::string& model : {std::string("before"), std::string("mnist_mlp")}) {
     SCOPED_TRACE(model);
