@@ -2,6 +2,7 @@
 
 #include "aot/CSource.h"
 #include "aot/ExportSupport.h"
+#include "codegen/cpu/Jit.h"
 #include "codegen/cpu/Program.h"
 #include "passes/Pipeline.h"
 #include "runtime/Safetensors.h"
@@ -138,6 +139,21 @@ detail::TargetParts cpuParts(const ir::Graph& compiled, ProgramDescription& d, c
                              const fs::path& dir, const ExportOptions& options) {
   const std::string& name = d.name;
   cpu::ObjectOptions oo;
+  // Another CPU than this machine's: a Jit of its own for that CPU (its kernels' vector width and
+  // features; an unknown name is an error naming it).
+  std::unique_ptr<cpu::Jit> targetJit;
+  if (!options.cpu.empty() && options.cpu != "native") {
+    try {
+      cpu::JitOptions jo;
+      jo.cpu = options.cpu;
+      targetJit = std::make_unique<cpu::Jit>(jo);
+    } catch (const Error& e) {
+      KILN_THROW("kiln aot --cpu {}: {} (LLVM's CPU names, e.g. haswell, znver3, skylake-avx512, sapphirerapids, "
+                 "x86-64-v3; or native)",
+                 options.cpu, e.what());
+    }
+    oo.jit = targetJit.get();
+  }
   oo.constantsSymbol = constantsSymbol(name);
   oo.dumpDir = options.dumpDir;
   if (options.embedWeights)
@@ -173,6 +189,10 @@ ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options)
   KILN_CHECK(!options.outDir.empty(), "kiln aot: no output directory (-o DIR)");
   KILN_CHECK(options.target == "cpu" || options.target == "cuda", "kiln aot --target {}: the targets are cpu and cuda",
              options.target);
+  KILN_CHECK(options.target == "cpu" || options.cpu.empty(),
+             "kiln aot --cpu {}: --cpu names the CPU of a --target cpu library; a CUDA library's code is the GPU's "
+             "(sm_80 and sm_90 cubins, PTX)",
+             options.cpu);
 #ifndef KILN_HAVE_CUDA
   KILN_CHECK(options.target != "cuda",
              "kiln aot --target cuda: this kiln was built without the CUDA toolkit (NVRTC), which compiles the kernels");

@@ -46,6 +46,11 @@ struct ExportOptions {
   interp::TensorMap weights;
   /// Also place the weights in the library as read-only data, so NAME_create needs no file.
   bool embedWeights = false;
+  /// cpu: the LLVM CPU name the kernels are compiled for ("haswell", "znver3", "skylake-avx512",
+  /// "sapphirerapids", "x86-64-v3", …), so that a build machine writes libraries for another
+  /// machine; empty or "native": this machine's CPU with its features. The library checks at
+  /// create that the CPU running it has every feature its code uses (the header lists them).
+  std::string cpu;
   /// The C compiler that links the library; empty: $CC, else `cc`.
   std::string compiler;
   /// When set: the compilation's dump (as the JIT's) plus the generated NAME.c and the object.

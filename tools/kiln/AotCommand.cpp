@@ -20,7 +20,7 @@ namespace kiln::cli {
 
 void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   struct Options {
-    std::string model, out, name, target = "cpu", precision = "f32", optimizer = "adam", weights, cc, dumpDir;
+    std::string model, out, name, target = "cpu", cpu, precision = "f32", optimizer = "adam", weights, cc, dumpDir;
     int64_t batch = 32;
     uint64_t seed = 0;
     bool train = false, embed = false;
@@ -37,6 +37,9 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
                   "cpu, or cuda: a library for NVIDIA GPUs (cubins for sm_80 and sm_90, PTX for newer GPUs; needs the "
                   "CUDA driver at run time, no cuBLAS)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--cpu", o->cpu,
+                  "with --target cpu: the CPU the kernels are for, an LLVM CPU name (haswell, znver3, skylake-avx512, "
+                  "sapphirerapids, x86-64-v3, …; default native: this machine's); create checks the running CPU");
   cmd->add_option("--precision", o->precision, "f32, bf16 or f16 contractions (amp pass)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--batch", o->batch, "batch size of a zoo model")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -50,6 +53,7 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
     eo.outDir = o->out;
     eo.name = o->name;
     eo.target = o->target;
+    eo.cpu = o->cpu;
     eo.embedWeights = o->embed;
     eo.compiler = o->cc;
     eo.dumpDir = dumpDirectory(o->dumpDir);
