@@ -2,6 +2,7 @@
 
 #include "passes/Amp.h"
 #include "passes/Autodiff.h"
+#include "passes/Canonicalize.h"
 #include "passes/Decompose.h"
 #include "passes/amp/LossScaling.h"
 #include "passes/decompose/Builder.h"
@@ -153,6 +154,11 @@ std::vector<std::string> buildTrainingStep(ir::Graph& g, const TrainingStepOptio
   }
   PassContext ampContext;
   ampContext.precision = options.precision;
+  // Transposes become matmul flags first (the pipeline's canonicalize would come too late for the
+  // casts amp puts between them): amp then casts a layer's weight as it is stored, not a
+  // transposed copy of it, and a weight gradient's product is computed in the parameter's layout,
+  // so the optimizer's update stays in its epilogue.
+  if (options.precision != Precision::F32) canonicalize(g, ampContext);
   amp(g, ampContext);
   return grads.warnings;
 }
