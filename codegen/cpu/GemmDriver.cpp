@@ -272,15 +272,16 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   b.SetInsertPoint(packed);
   b.CreateBr(ready);
   b.SetInsertPoint(ready);
-  llvm::PHINode* a = b.CreatePHI(b.getPtrTy(), 2, "a");
-  a->addIncoming(aHere, entry);
-  a->addIncoming(packedA, packed);
-  llvm::PHINode* lda = b.CreatePHI(b.getInt64Ty(), 2, "lda");
-  lda->addIncoming(ldaHere, entry);
-  lda->addIncoming(kPad, packed);
-  llvm::PHINode* ka = b.CreatePHI(b.getInt64Ty(), 2, "ka");
-  ka->addIncoming(kaHere, entry);
-  ka->addIncoming(g.i64(1), packed);
+  // An operand's pointer or stride where two ways of getting it meet.
+  auto merge = [&](const char* name, llvm::Value* x, llvm::BasicBlock* fromX, llvm::Value* y, llvm::BasicBlock* fromY) {
+    llvm::PHINode* phi = b.CreatePHI(x->getType(), 2, name);
+    phi->addIncoming(x, fromX);
+    phi->addIncoming(y, fromY);
+    return phi;
+  };
+  llvm::Value* a = merge("a", aHere, entry, packedA, packed);
+  llvm::Value* lda = merge("lda", ldaHere, entry, kPad, packed);
+  llvm::Value* ka = merge("ka", kaHere, entry, g.i64(1), packed);
   // B from column n0 on: in place, or (PackBBytes > 0: its k contiguous) converted into one panel
   // of K rows of Width columns by the strided packing.
   llvm::Value* operandB = desc::field(b, d, desc::B);
@@ -297,12 +298,8 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   llvm::Value* width = get(desc::B + desc::Width);
   b.CreateBr(bReady);
   b.SetInsertPoint(bReady);
-  llvm::PHINode* bSrc = b.CreatePHI(b.getPtrTy(), 2, "bsrc");
-  bSrc->addIncoming(bInPlace, bEntry);
-  bSrc->addIncoming(packedB, convert);
-  llvm::PHINode* ldb = b.CreatePHI(b.getInt64Ty(), 2, "ldb");
-  ldb->addIncoming(ldbInPlace, bEntry);
-  ldb->addIncoming(width, convert);
+  llvm::Value* bSrc = merge("bsrc", bInPlace, bEntry, packedB, convert);
+  llvm::Value* ldb = merge("ldb", ldbInPlace, bEntry, width, convert);
   auto* kernelType = llvm::FunctionType::get(b.getVoidTy(),
                                              {b.getPtrTy(), b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(),
                                               b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(),

@@ -338,12 +338,16 @@ std::unique_ptr<cuda::Program> emulatedProgram(const ir::Graph& g, bool profile)
 // Inputs and outputs of 2 MiB and more are staged on every thread of the pool
 // (rt::ThreadPool::copy): a 2.1 MB input, returned as the output (no kernel: host → pinned →
 // device → pinned → host), comes back whole, run after run.
-TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
+/// A 2.1 MB input returned as the output (no kernel): above the threshold of staging on threads.
+ir::Graph largePassThrough() {
   ir::Graph g("large");
-  const ir::TensorType t{DType::f32, {1024, 513}};
-  ASSERT_GE(static_cast<size_t>(t.bytes()), rt::ThreadPool::kParallelCopyBytes);
-  ir::Value* x = g.addInput("x", t);
-  g.addOutput("y", x);
+  g.addOutput("y", g.addInput("x", ir::TensorType{DType::f32, {1024, 513}}));
+  return g;
+}
+
+TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
+  const ir::Graph g = largePassThrough();
+  ASSERT_GE(static_cast<size_t>(g.inputs().at(0)->type.bytes()), rt::ThreadPool::kParallelCopyBytes);
   EmulatedDevice device(g);
   std::unique_ptr<cuda::Program> program;
   ASSERT_NO_THROW(program = emulatedProgram(g, false));
@@ -361,11 +365,8 @@ TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
 // tensor: a 2.1 MB input returned as the output comes back whole, run after run, on 1, 2 and 3
 // threads (3: a run of steps that is not a multiple of the threads' share).
 TEST_F(AotCudaEmulated, LibrariesStageLargeTensorsOnTheirThreads) {
-  ir::Graph g("large");
-  const ir::TensorType t{DType::f32, {1024, 513}};
-  ASSERT_GE(static_cast<size_t>(t.bytes()), rt::ThreadPool::kParallelCopyBytes);
-  ir::Value* x = g.addInput("x", t);
-  g.addOutput("y", x);
+  const ir::Graph g = largePassThrough();
+  ASSERT_GE(static_cast<size_t>(g.inputs().at(0)->type.bytes()), rt::ThreadPool::kParallelCopyBytes);
   Scratch s;
   EmulatedDevice device(g);
   aot::ExportResult r = exportCuda(g, "large", s.dir);
