@@ -12,7 +12,8 @@
  * the library shares the device with an application's own CUDA work), a stream of its own, the
  * module of the kernels (the cubin for the device's architecture, else the PTX) and one device
  * allocation carved into the arena, the scratch, the inputs, the parameters, the owned buffers and
- * the staging buffers. Every call makes the primary context current for its duration and restores
+ * the staging buffers; and, when an input or output has KAOT_PARALLEL_COPY bytes or more, the common
+ * part's thread pool, on which those are copied to and from their pinned buffers (kaot_copy). Every call makes the primary context current for its duration and restores
  * the caller's current context after, so a context may move between threads. Device 0 is used:
  * CUDA_VISIBLE_DEVICES picks another. */
 

@@ -113,7 +113,7 @@ class SmallEmitter {
   llvm::IRBuilder<>& b_;
   const int l_;
   llvm::Type* store_;
-  const bool bConverted_;  // B converted into rows of the accumulator type (the f16/bf16 dot form)
+  const bool bConverted_;  // B of f16/bf16 converted by smallConvertsB: its panel holds the accumulator type
 };
 
 Values SmallEmitter::carry(llvm::Value* begin, llvm::Value* end, int64_t step, const std::string& label,
