@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cstdio>
 
 namespace kiln::cli {
@@ -23,6 +25,13 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
     std::printf("  isa: %s\n", fmt::format("{}", fmt::join(cpu.isa, " ")).c_str());
     std::printf("  llvm %s target: %s, cpu %s, %d f32 lanes per vector\n", host.llvmVersion.c_str(),
                 host.triple.c_str(), host.cpu.c_str(), host.f32Lanes());
+    // Honest about mixed precision on the CPU: its contractions widen bf16/f16 operands to f32 as
+    // they pack them (codegen/cpu/Gemm.cpp), whatever bf16 arithmetic the CPU has.
+    const bool bf16Hardware = std::any_of(cpu.isa.begin(), cpu.isa.end(), [](const std::string& f) {
+      return f == "avx512_bf16" || f == "amx_bf16";
+    });
+    std::printf("  bf16/f16 contractions: operands widened to f32 when packed, f32 arithmetic%s\n",
+                bf16Hardware ? " (this CPU's AVX512-BF16/AMX are not used yet)" : "");
 #if KILN_HAVE_CUDA
     std::printf("nvrtc: %s\n", cuda::nvrtcVersion().c_str());
 #else
