@@ -20,14 +20,28 @@ Value* transposedSource(const Value* v) {
   return n != nullptr && n->op == OpKind::Permute && swapsLastTwo(n->attrInts("perm")) ? n->operands[0] : nullptr;
 }
 
+// The untransposed operand behind `v`: the source of a transpose, or for a cast of a transpose
+// (mixed precision: amp's cast of a permuted weight) the same cast of its source, built here —
+// a cast commutes with a permute element for element, and the cast of the stored layout is a
+// plain, contiguous one instead of a transposing copy.
+Value* untransposed(Rewriter& rw, const Value* v) {
+  if (Value* source = transposedSource(v)) return source;
+  const ir::Node* cast = producerOf(v);
+  if (cast == nullptr || cast->op != OpKind::Cast) return nullptr;
+  Value* source = transposedSource(cast->operands[0]);
+  if (source == nullptr) return nullptr;
+  return rw.build(OpKind::Cast, {source}, {{"dtype", cast->attrDType("dtype")}});
+}
+
 }  // namespace
 
-// matmul(permute(a), b) = matmul(a, b, transpose_a flipped), and the same for b. A permute with
-// other users stays for them.
+// matmul(permute(a), b) = matmul(a, b, transpose_a flipped), and the same for b; also through a
+// cast, matmul(cast(permute(a)), b) = matmul(cast(a), b, transpose_a flipped). A permute (or cast)
+// with other users stays for them.
 Value* foldTransposesIntoMatMul(Rewriter& rw, const Candidate& c) {
   Value *a = c.operands[0], *b = c.operands[1];
   bool ta = c.attrBool("transpose_a"), tb = c.attrBool("transpose_b");
-  Value *sourceA = transposedSource(a), *sourceB = transposedSource(b);
+  Value *sourceA = untransposed(rw, a), *sourceB = untransposed(rw, b);
   if (sourceA == nullptr && sourceB == nullptr) return nullptr;
   if (sourceA != nullptr) {
     a = sourceA;
