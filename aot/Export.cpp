@@ -133,6 +133,9 @@ rt::NamedTensors startingWeights(const ir::Graph& g, const interp::TensorMap& we
   return out;
 }
 
+/// Whether `options` name a CPU other than this machine's (empty and "native" name this one).
+bool forAnotherCpu(const ExportOptions& options) { return !options.cpu.empty() && options.cpu != "native"; }
+
 /// The CPU part of exportLibrary: the kernels as an object file (with the constants and the
 /// embedded weights as blobs), written into `dir`, and NAME.c.
 detail::TargetParts cpuParts(const ir::Graph& compiled, ProgramDescription& d, const std::vector<std::byte>& weightBytes,
@@ -142,7 +145,7 @@ detail::TargetParts cpuParts(const ir::Graph& compiled, ProgramDescription& d, c
   // Another CPU than this machine's: a Jit of its own for that CPU (its kernels' vector width and
   // features; an unknown name is an error naming it).
   std::unique_ptr<cpu::Jit> targetJit;
-  if (!options.cpu.empty() && options.cpu != "native") {
+  if (forAnotherCpu(options)) {
     try {
       cpu::JitOptions jo;
       jo.cpu = options.cpu;
@@ -189,7 +192,7 @@ ExportResult exportLibrary(const ir::Graph& graph, const ExportOptions& options)
   KILN_CHECK(!options.outDir.empty(), "kiln aot: no output directory (-o DIR)");
   KILN_CHECK(options.target == "cpu" || options.target == "cuda", "kiln aot --target {}: the targets are cpu and cuda",
              options.target);
-  KILN_CHECK(options.target == "cpu" || options.cpu.empty(),
+  KILN_CHECK(options.target == "cpu" || !forAnotherCpu(options),
              "kiln aot --cpu {}: --cpu names the CPU of a --target cpu library; a CUDA library's code is the GPU's "
              "(sm_80 and sm_90 cubins, PTX)",
              options.cpu);

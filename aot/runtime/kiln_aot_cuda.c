@@ -364,6 +364,15 @@ KAOT_FN void kaot_cu_bind(kiln_aot_context* c) {
   }
 }
 
+/* Whether an input or output is large enough for the staging copies to use threads. */
+KAOT_FN bool kaot_cu_has_large_io(const kiln_aot_program* p) {
+  for (int i = 0; i < p->num_inputs; ++i)
+    if (p->inputs[i].bytes >= KAOT_PARALLEL_COPY) return true;
+  for (int o = 0; o < p->num_outputs; ++o)
+    if (p->outputs[o].bytes >= KAOT_PARALLEL_COPY) return true;
+  return false;
+}
+
 KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* weights_path, int num_threads, kiln_aot_context** out) {
   const kiln_aot_program* p = cp ? &cp->base : NULL;
   kiln_aot_context* c;
@@ -378,7 +387,7 @@ KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* we
   c = (kiln_aot_context*)calloc(1, sizeof(kiln_aot_context));
   if (!c) return kaot_oom(p->name);
   c->b.p = p;
-  c->b.threads = kaot_threads_for(num_threads);
+  c->b.threads = kaot_cu_has_large_io(p) ? kaot_threads_for(num_threads) : 1;
   c->cp = cp;
   c->inputs = (kaot_cu_ptr*)calloc((size_t)p->num_inputs + 1, sizeof(kaot_cu_ptr));
   c->params = (kaot_cu_ptr*)calloc((size_t)p->num_params + 1, sizeof(kaot_cu_ptr));
@@ -423,11 +432,6 @@ KAOT_FN int kiln_aot_cuda_create(const kiln_aot_cuda_program* cp, const char* we
     if (!rc) kaot_cu_bind(c);
     kaot_cu_leave(c);
   }
-  /* Threads for the staging copies where an input or output is large enough to use them. */
-  int large = 0;
-  for (int i = 0; i < p->num_inputs; ++i) large |= p->inputs[i].bytes >= KAOT_PARALLEL_COPY;
-  for (int o = 0; o < p->num_outputs; ++o) large |= p->outputs[o].bytes >= KAOT_PARALLEL_COPY;
-  if (!large) c->b.threads = 1;
   if (!rc && c->b.threads > 1) rc = kaot_pool_create(c->b.threads, &c->pool);
   /* The parameters: from the file, else the embedded weights (uploaded by kaot_target_take_params). */
   if (!rc && weights_path) rc = kaot_load_file(c, weights_path);
