@@ -528,7 +528,17 @@ TEST(Gemm, SplitK) {
   EXPECT_GE(plan.reduceItems, 2);
   check(hostJit(), layer, DType::f32, {1, 2});
   check(hostJit(), matmul(100, 128, 784, true, true), DType::f32, {2});
-  EXPECT_EQ(planOf(matmul(100, 128, 700)).path, gemm::Path::Packed) << "three slices: no parts of two";
+  // Three K slices make no parts of two slices each: the packed path. The slice depth is the ISA's
+  // (AVX-512's is shallower), so K is found for each ISA rather than fixed.
+  for (const VectorIsa& isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
+    auto plan = [&](int64_t k) { return gemm::blockingFor(formOf(matmul(100, 128, k)), AccType::F32, isa); };
+    EXPECT_EQ(plan(784).path, gemm::Path::SplitK) << isa.f32Lanes << " lanes";
+    EXPECT_EQ(plan(784).splits, 2) << isa.f32Lanes << " lanes";
+    int64_t three = 300;
+    while (three < 2000 && plan(three).kBlocks != 3) three += 20;
+    ASSERT_EQ(plan(three).kBlocks, 3) << isa.f32Lanes << " lanes: no K of three slices below 2000";
+    EXPECT_EQ(plan(three).path, gemm::Path::Packed) << isa.f32Lanes << " lanes, K " << three << ": three slices";
+  }
 }
 
 // Contractions of one module share the micro-kernel, the packing routines of strided operands and
