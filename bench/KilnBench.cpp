@@ -4,7 +4,7 @@
 //
 // Output: one JSON object per line, {"workload", "impl": "kiln", "ms" (median per run), "runs",
 // "compile_ms"}; workloads are named like the anchors': train/MODEL/bB/OPT, infer/MODEL/bB,
-// gemm/{NN,NT,TN}/MxNxK/tT, compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same programs
+// gemm/{NN,NT,TN}/MxNxK/tT[/bf16], compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same programs
 // through a library written by kiln aot).
 //
 //   kiln_bench [--filter SUBSTRING] [--min-seconds S]
@@ -21,6 +21,7 @@
 #include "passes/TrainingStep.h"
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
+#include "support/DType.h"
 #include "support/Philox.h"
 
 #include <fmt/format.h>
@@ -146,17 +147,21 @@ void runAot(const Settings& s, const std::string& name, int64_t batch, const cha
 }
 
 /// C[m, n] = op(A)[m, k] · op(B)[k, n] with the layout's transposes (NT: B stored [n, k]; TN: A
-/// stored [k, m]), named like the anchors: gemm/LAYOUT/MxNxK/tTHREADS.
-void runGemm(const Settings& s, rt::ThreadPool& pool, const char* layout, int64_t m, int64_t n, int64_t k) {
-  std::string workload = fmt::format("gemm/{}/{}x{}x{}/t{}", layout, m, n, k, pool.threads());
+/// stored [k, m]), named like the anchors: gemm/LAYOUT/MxNxK/tTHREADS, with "/bf16" appended for
+/// bf16 operands (accumulated in f32, the result rounded to bf16; oneDNN's bf16 matmul is its anchor).
+void runGemm(const Settings& s, rt::ThreadPool& pool, const char* layout, int64_t m, int64_t n, int64_t k,
+             DType dtype = DType::f32) {
+  const std::string t(dtypeName(dtype));
+  std::string workload = fmt::format("gemm/{}/{}x{}x{}/t{}{}", layout, m, n, k, pool.threads(),
+                                     dtype == DType::f32 ? "" : fmt::format("/{}", t));
   if (workload.find(s.filter) == std::string::npos) return;
   bool ta = layout[0] == 'T', tb = layout[1] == 'T';
-  std::string a = ta ? fmt::format("f32[{},{}]", k, m) : fmt::format("f32[{},{}]", m, k);
-  std::string b = tb ? fmt::format("f32[{},{}]", n, k) : fmt::format("f32[{},{}]", k, n);
+  std::string a = ta ? fmt::format("{}[{},{}]", t, k, m) : fmt::format("{}[{},{}]", t, m, k);
+  std::string b = tb ? fmt::format("{}[{},{}]", t, n, k) : fmt::format("{}[{},{}]", t, k, n);
   std::string text = fmt::format(
       "graph @gemm {{\n  input %a : {}\n  input %b : {}\n  %c = matmul(%a, %b) {{transpose_a={}, transpose_b={}}} : "
-      "f32[{},{}]\n  output %c = %c\n}}\n",
-      a, b, ta ? "true" : "false", tb ? "true" : "false", m, n);
+      "{}[{},{}]\n  output %c = %c\n}}\n",
+      a, b, ta ? "true" : "false", tb ? "true" : "false", t, m, n);
   ir::Graph g = ir::parseGraph(text, workload);
   double compileMs = 0;
   std::unique_ptr<cpu::Program> p = compile(g, compileMs, &pool);
@@ -258,11 +263,12 @@ int main(int argc, char** argv) {
     // dB = Aᵀ·dC (TN).
     for (auto [m, k, n] : {std::array<int64_t, 3>{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048},
                            {10000, 1000, 512}, {10000, 512, 256}, {100, 784, 128}, {64, 64, 32}}) {
-      for (rt::ThreadPool* pool : {&one, &rt::ThreadPool::global()}) {
-        runGemm(s, *pool, "NN", m, n, k);
-        runGemm(s, *pool, "NT", m, k, n);
-        runGemm(s, *pool, "TN", k, n, m);
-      }
+      for (DType dtype : {DType::f32, DType::bf16})
+        for (rt::ThreadPool* pool : {&one, &rt::ThreadPool::global()}) {
+          runGemm(s, *pool, "NN", m, n, k, dtype);
+          runGemm(s, *pool, "NT", m, k, n, dtype);
+          runGemm(s, *pool, "TN", k, n, m, dtype);
+        }
     }
     compileTimes(s);
   } catch (const std::exception& e) {

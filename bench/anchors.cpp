@@ -12,8 +12,9 @@
 // run before and after the GEMMs; its "gflops" is the best sample, since noise on a shared machine
 // only ever slows a loop down.
 //
-// Implementations: oneDNN's dnnl_sgemm and its matmul primitive (f32; bf16 inputs with f32
-// output where this oneDNN has a bf16 kernel for the CPU) and OpenBLAS's cblas_sgemm. Threads are
+// Implementations: oneDNN's dnnl_sgemm and its matmul primitive (f32; and bf16 inputs with f32
+// output where this oneDNN has a bf16 kernel for the CPU, as the workload gemm/…/tT/bf16 beside
+// kiln's bf16 GEMM) and OpenBLAS's cblas_sgemm. Threads are
 // OpenMP's, shared by both libraries (Debian's libopenblas0-openmp).
 #include <cblas.h>
 #include <immintrin.h>
@@ -215,7 +216,8 @@ void benchMatmul(const Gemm& g, int threads, dnnl::memory::data_type dt, const c
   dnnl::memory::desc bMd({g.k, g.n}, dt, g.transB ? tag::ba : tag::ab);
   dnnl::memory::desc cMd({g.m, g.n}, dnnl::memory::data_type::f32, tag::ab);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(aMd, bMd, cMd), engine, /*allow_empty=*/true);
-  std::string workload = g.name(threads);
+  // bf16 operands are a workload of their own (gemm/…/tT/bf16), compared with kiln's bf16 GEMM.
+  std::string workload = g.name(threads) + (dt == dnnl::memory::data_type::bf16 ? "/bf16" : "");
   if (!pd) return emitSkip(workload, impl, "oneDNN has no implementation for this CPU");
   std::string info = pd.impl_info_str();
   if (info.find("ref") != std::string::npos) return emitSkip(workload, impl, "only oneDNN's reference loop (" + info + ")");
@@ -248,7 +250,7 @@ void benchGemm(const Gemm& g, const Options& opt) {
         opt.budget);
     emit(workload, "onednn-sgemm", t, g.flops(), threads, "dnnl_sgemm");
     benchMatmul(g, threads, dnnl::memory::data_type::f32, "onednn-matmul", a.data(), b.data(), c.data(), opt);
-    benchMatmul(g, threads, dnnl::memory::data_type::bf16, "onednn-matmul-bf16", a16.data(), b16.data(), c.data(), opt);
+    benchMatmul(g, threads, dnnl::memory::data_type::bf16, "onednn-matmul", a16.data(), b16.data(), c.data(), opt);
     t = timeCalls(
         [&] {
           cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, g.m,
