@@ -4,8 +4,13 @@
 // prints the best and the median run by wall time, the time of the best, and the best by CPU time
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
-// Run: build/bin/kiln_gemm_tune
-// [M N K [ta tb] | conv N C H W O K]
+//
+//   kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--sweep] [M N K [ta tb] | conv N C H W O K]
+//
+// --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
+// the rows and the columns of a C block, rounded to the register tile); --sweep runs each shape
+// under a grid of them (7 timed runs of 0.02 s each), the ISA's own limits first, to find the
+// limits of a new machine (scripts/gpu-check tune does it on the GPU machines' AVX-512 hosts).
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/Jit.h"
 #include "ir/Parser.h"
@@ -105,14 +110,18 @@ double cpuSeconds(bool process) {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-void run(cpu::Jit& jit, const Shape& s) {
+struct Timing {
+  int reps = 20;
+  double minSeconds = 0.05;
+};
+
+void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing& timing = {}) {
   const std::string node = fmt::format("%r = {}(%a, %b) {{{}}} : {}", s.op, s.attrs, s.result);
   ir::Graph g = ir::parseGraph(
       fmt::format("graph @g {{\n  input %a : {}\n  input %b : {}\n  {}\n  output %r = %r\n}}\n", s.a, s.b, node),
       "gemm_tune.kir");
   kernels::Kernel k = kernels::lowerGraph(g).at(0);
   const kernels::GemmForm form = kernels::gemmForm(k);
-  const cpu::VectorIsa isa = cpu::isaOf(jit);
   auto m = std::make_unique<llvm::Module>("gemm_tune", jit.context());
   const size_t out = static_cast<size_t>(k.outputs.at(0));
   cpu::emitContraction(*m, "gemm", k, copyEpilogue(*m, out, form.groups * form.m, form.n), isa);
@@ -131,6 +140,8 @@ void run(cpu::Jit& jit, const Shape& s) {
   }
   std::string line = fmt::format("{:<64} compile {:4.0f} ms", fmt::format("{}({}, {}) {}", s.op, s.a, s.b, s.label),
                                  compiled->compileMs());
+  if (isa.gemmKc || isa.gemmMb || isa.gemmNb)
+    line += fmt::format("  kc {:4} mb {:4} nb {:4}", isa.gemmKc, isa.gemmMb, isa.gemmNb);
   const double flops = s.flops;
   for (int threads : {1, 2}) {
     rt::ThreadPool pool(threads);
@@ -141,7 +152,7 @@ void run(cpu::Jit& jit, const Shape& s) {
     fn(bufs.data(), &pool);  // warm up
     std::vector<double> times;
     double bestCpu = 1e30;
-    for (int rep = 0; rep < 20; ++rep) {
+    for (int rep = 0; rep < timing.reps; ++rep) {
       int calls = 0;
       const auto start = std::chrono::steady_clock::now();
       const double cpuStart = cpuSeconds(threads > 1);
@@ -150,7 +161,7 @@ void run(cpu::Jit& jit, const Shape& s) {
         fn(bufs.data(), &pool);
         ++calls;
         elapsed = seconds(std::chrono::steady_clock::now() - start);
-      } while (elapsed < 0.05);
+      } while (elapsed < timing.minSeconds);
       times.push_back(elapsed / calls);
       bestCpu = std::min(bestCpu, (cpuSeconds(threads > 1) - cpuStart) / calls / threads);
     }
@@ -162,25 +173,62 @@ void run(cpu::Jit& jit, const Shape& s) {
   fmt::print("{}\n", line);
 }
 
+/// The shape under the ISA's own limits, then under every limit of a grid (0: the ISA's own):
+/// rows of C blocks, K slices, columns of C blocks.
+void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
+  const Timing quick{7, 0.02};
+  run(jit, s, isa, quick);
+  for (int64_t mb : {48, 96, 144, 288})
+    for (int64_t kc : {128, 192, 256, 384})
+      for (int64_t nb : {256, 512, 1024}) {
+        isa.gemmMb = mb, isa.gemmKc = kc, isa.gemmNb = nb;
+        run(jit, s, isa, quick);
+      }
+}
+
+int usage() {
+  fmt::print(stderr, "usage: kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   cpu::Jit jit;
   jit.defineSymbol("kiln_parallel_for", reinterpret_cast<const void*>(&kiln_parallel_for));
-  auto arg = [&](int i) { return std::atoll(argv[i]); };
-  if (argc == 8 && std::string(argv[1]) == "conv") {
-    run(jit, conv(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7)));
-    return 0;
+  cpu::VectorIsa isa = cpu::isaOf(jit);
+  bool sweeping = false;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sweep") {
+      sweeping = true;
+    } else if (a == "--kc" || a == "--mb" || a == "--nb") {
+      if (i + 1 >= argc) return usage();
+      const int64_t v = std::atoll(argv[++i]);
+      if (v <= 0) return usage();
+      (a == "--kc" ? isa.gemmKc : a == "--mb" ? isa.gemmMb : isa.gemmNb) = v;
+    } else if (!a.empty() && a[0] == '-') {
+      return usage();
+    } else {
+      args.push_back(a);
+    }
   }
-  if (argc >= 4) {
-    run(jit, matmul(arg(1), arg(2), arg(3), argc >= 6 && arg(4) != 0, argc >= 6 && arg(5) != 0));
-    return 0;
+  auto arg = [&](size_t i) { return std::atoll(args[i].c_str()); };
+  std::vector<Shape> shapes;
+  if (args.size() == 7 && args[0] == "conv") {
+    shapes.push_back(conv(arg(1), arg(2), arg(3), arg(4), arg(5), arg(6)));
+  } else if (args.size() == 3 || args.size() == 5) {
+    shapes.push_back(matmul(arg(0), arg(1), arg(2), args.size() == 5 && arg(3) != 0, args.size() == 5 && arg(4) != 0));
+  } else if (args.empty()) {
+    shapes = {matmul(512, 512, 512),         matmul(1024, 1024, 1024),       matmul(2048, 2048, 2048),
+              matmul(10000, 512, 1000),      matmul(100, 128, 784),          matmul(64, 32, 64),
+              matmul(1024, 1024, 1024, true, false), matmul(1024, 1024, 1024, false, true),
+              matmul(100, 128, 784, true, false),    matmul(100, 128, 784, false, true),
+              conv(32, 64, 28, 28, 64, 3),   conv(32, 3, 32, 32, 16, 3)};
+  } else {
+    return usage();
   }
-  const Shape shapes[] = {matmul(512, 512, 512),         matmul(1024, 1024, 1024),       matmul(2048, 2048, 2048),
-                          matmul(10000, 512, 1000),      matmul(100, 128, 784),          matmul(64, 32, 64),
-                          matmul(1024, 1024, 1024, true, false), matmul(1024, 1024, 1024, false, true),
-                          matmul(100, 128, 784, true, false),    matmul(100, 128, 784, false, true),
-                          conv(32, 64, 28, 28, 64, 3),   conv(32, 3, 32, 32, 16, 3)};
-  for (const Shape& s : shapes) run(jit, s);
+  for (const Shape& s : shapes) sweeping ? sweep(jit, s, isa) : run(jit, s, isa);
   return 0;
 }

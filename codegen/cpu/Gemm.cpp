@@ -198,7 +198,8 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   p.lanes = isa.f32Lanes * 4 / bytes;
   const std::array<int, 2> tile = registerTile(isa, acc);
   p.mr = tile[0], p.nr = tile[1];
-  const int64_t kcMost = isa.avx512 ? 192 : 256, mbMost = 144, nbMost = 512 * 4 / bytes;
+  const int64_t kcMost = isa.gemmKc > 0 ? isa.gemmKc : isa.avx512 ? 192 : 256;
+  const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
   p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, ceilDiv(f.k, kcMost)), kUnroll);
   p.kBlocks = f.k == 0 ? 1 : ceilDiv(f.k, p.kc);
   p.mb = evenBlock(f.m, mbMost, p.mr);

@@ -37,6 +37,10 @@ struct VectorIsa {
   bool avx512 = false;      // avx512f (+bw, vl, dq assumed together on every CPU that has them)
   bool avx512bf16 = false;  // vdpbf16ps
   bool amx = false;         // amx-tile + amx-bf16
+  // Limits of the packed GEMM's blocking (Gemm.cpp's blockingFor: the K slice and the rows and
+  // columns of a C block); 0 takes the ISA's own. Set only to tune them (kiln_gemm_tune --kc, --mb,
+  // --nb, --sweep), never by isaOf.
+  int64_t gemmKc = 0, gemmMb = 0, gemmNb = 0;
 };
 
 VectorIsa isaOf(const Jit& jit);

@@ -541,6 +541,23 @@ TEST(Gemm, SplitK) {
   }
 }
 
+// kiln_gemm_tune's limits (VectorIsa::gemmKc, gemmMb, gemmNb) bound the packed path's blocks, rounded
+// to the register tile, and the product stays right under any of them.
+TEST(Gemm, TuningLimits) {
+  VectorIsa isa = isaOf(hostJit());
+  const Case c = matmul(130, 300, 700);
+  const gemm::Blocking own = gemm::blockingFor(formOf(c), AccType::F32, isa);
+  isa.gemmKc = 100, isa.gemmMb = 20, isa.gemmNb = 40;
+  const gemm::Blocking tuned = gemm::blockingFor(formOf(c), AccType::F32, isa);
+  EXPECT_LE(tuned.kc, 100);
+  EXPECT_EQ(tuned.kBlocks, 7);
+  EXPECT_LE(tuned.mb, gemm::roundUp(20, tuned.mr));
+  EXPECT_LE(tuned.nb, gemm::roundUp(40, tuned.nr));
+  EXPECT_GT(own.kc, tuned.kc);
+  check(hostJit(), c, DType::f32, {1, 2}, isa);
+  check(hostJit(), matmul(130, 300, 700, true, true), DType::f32, {2}, isa);
+}
+
 // Contractions of one module share the micro-kernel, the packing routines of strided operands and
 // the drivers: one definition each, found by name; each keeps its own descriptor.
 TEST(Gemm, SharedFunctions) {
