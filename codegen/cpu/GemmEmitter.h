@@ -247,8 +247,8 @@ std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
 /// Small-M path (GemmSmall.cpp): whether contraction `f` takes it, its blocking, the kernels of
 /// its row groups (desc::Kernel0, Kernel1: `void(const ACC* a, i64 lda, i64 ka, const T* b, i64 ldb, i64 k,
 /// i64 cols, ACC* tile, i64 ldt)`), its row conversion of A (desc::PackRows) and its groups: the
-/// first group's size, repeated while more than the last group's rows remain, then the last
-/// (desc::Group0, Group1; Group1 is 0 when every group is the first's size).
+/// first group's size, repeated up to the last group, which ends at the last row and may overlap
+/// the one before (desc::Group0, Group1; Group1 is 0 when every group is the first's size).
 bool takesSmallPath(const kernels::GemmForm& f);
 /// Whether the small path converts B (its k contiguous) into one panel of K rows per item first, to
 /// run the axpy kernels over it: products of more than kSmallM rows (the L1 rule).

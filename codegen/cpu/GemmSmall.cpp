@@ -52,8 +52,10 @@ constexpr int64_t kSmallM = 8;                    // rows of the product at most
 constexpr int64_t kSmallParallelBytes = 1 << 20;  // of B (in accumulator elements): from here on, threads
 constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threads
 constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows
-// Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, then one
-// of the rest, 1 to 5 rows, with V = 2 as for 4): at most kCachedM rows, B (f32) in kCachedBBytes,
+// Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, the last
+// ending at the last row and overlapping the one before when M is no multiple: its first rows are
+// computed twice, to the same sums, and one kernel serves every group): at most kCachedM rows, B
+// (f32) in kCachedBBytes,
 // at least kCachedN columns (two AVX2 vectors), and under kParallelFlops (so that this path and the
 // packed one both run on one thread).
 constexpr int64_t kCachedM = 128;
@@ -314,7 +316,7 @@ std::vector<int> smallRowGroups(int64_t m) {
   if (m <= kMaxGroupRows) return {static_cast<int>(m)};
   if (m > kSmallM) {
     if (m % kCachedGroupRows == 0) return {kCachedGroupRows};
-    return {kCachedGroupRows, static_cast<int>(m % kCachedGroupRows)};
+    return {kCachedGroupRows, kCachedGroupRows};  // the last overlaps the one before
   }
   const int first = static_cast<int>((m + 1) / 2);
   return {first, static_cast<int>(m) - first};

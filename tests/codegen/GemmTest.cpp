@@ -476,6 +476,22 @@ TEST(Gemm, SmallPathForProductsInL1) {
   }
   EXPECT_TRUE(gemm::smallConvertsB(formOf(matmul(64, 64, 32, false, true))));
   EXPECT_FALSE(gemm::smallConvertsB(formOf(matmul(64, 32, 64, true, false))));
+  // Rows in groups of 6, the last overlapping the one before when M is no multiple (13: rows 0–5,
+  // 6–11, 7–12; 100, 67, 9): one axpy kernel for all of them, no kernel for the rest.
+  {
+    std::string ir;
+    compileAll(hostJit(), {matmul(100, 128, 10), matmul(67, 40, 70, false, true), matmul(13, 17, 33), matmul(9, 2000, 4)},
+               DType::f32, isaOf(hostJit()), &ir);
+    std::vector<std::string> kernels;  // @kiln.gemm.axpy.f32.vLANES.mROWS.vV
+    const std::string define = "define internal void @kiln.gemm.axpy.";
+    for (size_t at = ir.find(define); at != std::string::npos; at = ir.find(define, at + 1))
+      kernels.push_back(ir.substr(at + define.size(), ir.find('(', at) - at - define.size()));
+    ASSERT_EQ(kernels.size(), 1u) << ::testing::PrintToString(kernels);
+    EXPECT_NE(kernels[0].find(".m6."), std::string::npos) << kernels[0];
+    EXPECT_EQ(gemm::smallRowGroups(13), (std::vector<int>{6, 6}));
+    EXPECT_EQ(gemm::smallRowGroups(12), (std::vector<int>{6}));
+    EXPECT_EQ(gemm::smallRowGroups(7), (std::vector<int>{4, 3})) << "up to 8 rows: groups of at most 4";
+  }
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       check(hostJit(), matmul(13, 17, 33, ta, tb), DType::f64, {1});
