@@ -4,8 +4,8 @@
 //
 // Output: one JSON object per line, {"workload", "impl": "kiln", "ms" (median per run), "runs",
 // "compile_ms"}; workloads are named like the anchors': train/MODEL/bB/OPT, infer/MODEL/bB,
-// gemm/{NN,NT,TN}/MxNxK/tT[/bf16], compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same programs
-// through a library written by kiln aot).
+// gemm/{NN,NT,TN}/MxNxK/tT[/bf16], compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same
+// programs through a library written by kiln aot).
 //
 //   kiln_bench [--filter SUBSTRING] [--min-seconds S]
 //   kiln_bench --peak-rss     (alone, in a fresh process: the resident set of training simplenet,

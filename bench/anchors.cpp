@@ -14,8 +14,8 @@
 //
 // Implementations: oneDNN's dnnl_sgemm and its matmul primitive (f32; and bf16 inputs with f32
 // output where this oneDNN has a bf16 kernel for the CPU, as the workload gemm/…/tT/bf16 beside
-// kiln's bf16 GEMM) and OpenBLAS's cblas_sgemm. Threads are
-// OpenMP's, shared by both libraries (Debian's libopenblas0-openmp).
+// kiln's bf16 GEMM) and OpenBLAS's cblas_sgemm. Threads are OpenMP's, shared by both libraries
+// (Debian's libopenblas0-openmp).
 #include <cblas.h>
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>

@@ -308,7 +308,8 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   // Groups of Group0 rows up to the last Group1 rows, which end at row M (and may overlap the
   // groups before: their rows are then computed twice, to the same sums).
   llvm::Value* group0 = get(desc::Group0);
-  llvm::Value* firstGroups = b.CreateUDiv(b.CreateAdd(b.CreateSub(m, get(desc::Group1)), b.CreateSub(group0, g.i64(1))), group0);
+  llvm::Value* rest = b.CreateSub(m, get(desc::Group1));  // rows before the last group
+  llvm::Value* firstGroups = b.CreateUDiv(b.CreateAdd(rest, b.CreateSub(group0, g.i64(1))), group0);
   g.loop(g.i64(0), firstGroups, 1, "group0", [&](llvm::Value* i) {
     llvm::Value* r0 = b.CreateMul(i, group0);
     b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel0),
@@ -319,7 +320,7 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   auto* done = llvm::BasicBlock::Create(g.ctx, "groups.done", f);
   b.CreateCondBr(b.CreateICmpSGT(get(desc::Group1), g.i64(0)), second, done);
   b.SetInsertPoint(second);
-  llvm::Value* last = b.CreateSub(m, get(desc::Group1));
+  llvm::Value* last = rest;
   b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel1),
                {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(last, lda)), lda, ka, bSrc, ldb, k, cols,
                 b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(last, ldt)), ldt});

@@ -55,9 +55,8 @@ constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows
 // Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, the last
 // ending at the last row and overlapping the one before when M is no multiple: its first rows are
 // computed twice, to the same sums, and one kernel serves every group): at most kCachedM rows, B
-// (f32) in kCachedBBytes,
-// at least kCachedN columns (two AVX2 vectors), and under kParallelFlops (so that this path and the
-// packed one both run on one thread).
+// (f32) in kCachedBBytes, at least kCachedN columns (two AVX2 vectors), and under kParallelFlops
+// (so that this path and the packed one both run on one thread).
 constexpr int64_t kCachedM = 128;
 constexpr int64_t kCachedBBytes = 32 << 10;
 constexpr int64_t kCachedN = 16;

@@ -480,7 +480,8 @@ TEST(Gemm, SmallPathForProductsInL1) {
   // 6–11, 7–12; 100, 67, 9): one axpy kernel for all of them, no kernel for the rest.
   {
     std::string ir;
-    compileAll(hostJit(), {matmul(100, 128, 10), matmul(67, 40, 70, false, true), matmul(13, 17, 33), matmul(9, 2000, 4)},
+    compileAll(hostJit(),
+               {matmul(100, 128, 10), matmul(67, 40, 70, false, true), matmul(13, 17, 33), matmul(9, 2000, 4)},
                DType::f32, isaOf(hostJit()), &ir);
     std::vector<std::string> kernels;  // @kiln.gemm.axpy.f32.vLANES.mROWS.vV
     const std::string define = "define internal void @kiln.gemm.axpy.";
