@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 namespace kiln::cuda {
@@ -41,6 +42,33 @@ uint64_t hashText(const std::string& s) {
 
 /// NVRTC output by source hash: programs built again in one process (an inference graph per batch
 /// size in `kiln train`, benchmarks) compile once.
+/// NVRTC parses the prelude again for every part (about 0.1 s of a cold compile on the development
+/// machine, where a 5 KB GEMM kernel takes 0.3–0.6 s): parts hold at least this much kernel code.
+constexpr size_t kPartCodeBytes = 8 << 10;
+/// Parts of a program compiled side by side at most (NVRTC compiles distinct programs concurrently).
+const size_t kCompileThreads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+
+/// The layout's kernels (indices) in at most `most` parts of at least kPartCodeBytes of code each,
+/// balanced by code size: largest first, each into the lightest part; each part in layout order.
+std::vector<std::vector<size_t>> splitKernels(const std::vector<RenderedKernel>& ks, size_t most) {
+  size_t total = 0;
+  for (const RenderedKernel& k : ks) total += k.code.size();
+  const size_t n = std::clamp<size_t>(std::min(total / kPartCodeBytes, ks.size()), 1, std::max<size_t>(most, 1));
+  std::vector<size_t> order(ks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return ks[a].code.size() > ks[b].code.size(); });
+  std::vector<std::vector<size_t>> parts(n);
+  std::vector<size_t> load(n, 0);
+  for (size_t k : order) {
+    const size_t j = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    parts[j].push_back(k);
+    load[j] += ks[k].code.size();
+  }
+  for (std::vector<size_t>& p : parts) std::sort(p.begin(), p.end());
+  return parts;
+}
+
 struct CodeCache {
   std::mutex mutex;
   std::unordered_map<uint64_t, std::shared_ptr<const CompiledCuda>> entries;
@@ -96,7 +124,9 @@ struct Program::Impl {
 
   std::unique_ptr<gpu::Context> context;
   std::unique_ptr<gpu::BlasLt> blas;
-  std::unique_ptr<gpu::Module> module;
+  // The kernels' code in parts that NVRTC compiles side by side (splitKernels), a module each.
+  std::vector<std::unique_ptr<gpu::Module>> modules;
+  std::vector<size_t> moduleOfKernel;  // per kernel of the layout
   std::vector<gpu::DeviceBuffer> inputs, params, owned;
   gpu::DeviceBuffer arena, scratch;
   std::vector<gpu::PinnedHostBuffer> inputStaging, outputStaging;
@@ -144,15 +174,16 @@ struct Program::Impl {
     return 0;
   }
 
-  std::shared_ptr<const CompiledCuda> compileSource(const std::string& source, const std::string& arch) {
+  /// One translation unit through the in-memory cache, the cache folder (ProgramOptions::cacheDir)
+  /// or NVRTC; `hit` says whether a cache had it. Safe to call from several threads at once.
+  std::shared_ptr<const CompiledCuda> compileSource(const std::string& source, const std::string& unit,
+                                                    const std::string& arch, bool& hit) const {
     const uint64_t key = hashText(source) ^ (hashText(arch + nvrtcVersion()) * 31);
     CodeCache& cache = CodeCache::get();
+    hit = true;
     {
       std::lock_guard<std::mutex> lock(cache.mutex);
-      if (auto it = cache.entries.find(key); it != cache.entries.end()) {
-        stats.cacheHit = true;
-        return it->second;
-      }
+      if (auto it = cache.entries.find(key); it != cache.entries.end()) return it->second;
     }
     namespace fs = std::filesystem;
     fs::path cached;
@@ -162,15 +193,12 @@ struct Program::Impl {
         auto c = std::make_shared<CompiledCuda>();
         std::string bytes = readTextFile(cached.string());
         c->cubin.assign(bytes.begin(), bytes.end());
-        stats.cacheHit = true;
         std::lock_guard<std::mutex> lock(cache.mutex);
         return cache.entries.emplace(key, c).first->second;
       }
     }
-    auto t0 = Clock::now();
-    auto c = std::make_shared<CompiledCuda>(
-        compileCuda(source, graph.name().empty() ? "program.cu" : graph.name() + ".cu", arch));
-    stats.nvrtcMs = msSince(t0);
+    hit = false;
+    auto c = std::make_shared<CompiledCuda>(compileCuda(source, unit, arch));
     if (!cached.empty()) {
       fs::create_directories(cached.parent_path());
       writeFileAtomically(cached.string(), std::string(c->cubin.begin(), c->cubin.end()));
@@ -198,7 +226,7 @@ struct Program::Impl {
     for (const StepLayout& s : layout.steps) {
       BoundStep& b = steps.emplace_back();
       if (s.kind == Step::Kind::Launch) {
-        b.kernel = module->kernel(s.entry);
+        b.kernel = modules[moduleOfKernel[s.kernel]]->kernel(s.entry);
         b.grid = {s.grid[0], s.grid[1], s.grid[2]};
         b.block = {s.block[0], s.block[1], s.block[2]};
         b.shared = s.sharedBytes;
@@ -261,7 +289,7 @@ Program::~Program() {
     impl_->context->synchronize();
     impl_->replay.reset();
     impl_->steps.clear();
-    impl_->module.reset();
+    impl_->modules.clear();
     impl_->blas.reset();
     impl_->inputs.clear();
     impl_->params.clear();
@@ -307,10 +335,47 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.stats.blasCalls = L.blasCalls;
   I.stats.arenaBytes = L.arenaBytes;
   I.stats.scratchBytes = L.scratchBytes;
-  std::shared_ptr<const CompiledCuda> code = I.compileSource(L.source, I.stats.arch);
-  if (!options.dumpDir.empty()) I.dump(L.source, *code);
+  // NVRTC, in parts side by side (one when dumping: program.ptx is the whole program's), a module
+  // each; a part's translation unit is the prelude and its kernels, as programSource makes it.
+  const bool dumping = !options.dumpDir.empty();
+  const std::vector<std::vector<size_t>> parts = splitKernels(L.rendered, dumping ? 1 : kCompileThreads);
+  const std::string unit = I.graph.name().empty() ? "program" : I.graph.name();
+  std::vector<std::shared_ptr<const CompiledCuda>> code(parts.size());
+  std::vector<char> hits(parts.size(), 0);
+  std::vector<std::exception_ptr> errors(parts.size());
+  auto compilePart = [&](size_t i) {
+    try {
+      bool hit = false;
+      code[i] = parts.size() == 1 ? I.compileSource(L.source, unit + ".cu", I.stats.arch, hit)
+                                  : I.compileSource(programSource(L.rendered, parts[i]),
+                                                    fmt::format("{}.part{}.cu", unit, i + 1), I.stats.arch, hit);
+      hits[i] = hit;
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
   auto t0 = Clock::now();
-  I.module = std::make_unique<gpu::Module>(*I.context, code->cubin, fmt::format("program '{}'", I.graph.name()));
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < parts.size(); ++i) threads.emplace_back(compilePart, i);
+    compilePart(0);
+    for (std::thread& t : threads) t.join();
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  I.stats.parts = static_cast<int>(parts.size());
+  I.stats.cacheHit = std::all_of(hits.begin(), hits.end(), [](char h) { return h != 0; });
+  I.stats.nvrtcMs = I.stats.cacheHit ? 0 : msSince(t0);
+  if (dumping) I.dump(L.source, *code[0]);
+  t0 = Clock::now();
+  I.moduleOfKernel.assign(L.rendered.size(), 0);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string what = parts.size() == 1 ? fmt::format("program '{}'", I.graph.name())
+                                               : fmt::format("program '{}', part {} of {}", I.graph.name(), i + 1,
+                                                             parts.size());
+    I.modules.push_back(std::make_unique<gpu::Module>(*I.context, code[i]->cubin, what));
+    for (size_t k : parts[i]) I.moduleOfKernel[k] = i;
+  }
   I.stats.loadMs = msSince(t0);
 
   // Memory: check that it fits, then allocate.

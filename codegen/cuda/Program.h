@@ -4,8 +4,11 @@
 //   compile  lays the program out (Layout.h layoutProgram: lowers the graph's kernels, renders
 //            each into one CUDA C++ translation unit, places every buffer and resolves every
 //            step's arguments — the same layout `kiln aot --target cuda` writes out), compiles the
-//            source once with NVRTC for the device's architecture (cached by hash in memory and,
-//            optionally, on disk), loads the cubin and binds the layout to device memory
+//            kernels with NVRTC for the device's architecture in parts side by side (the prelude
+//            and a share of the kernels each, balanced by code size, one per thread up to 8 and
+//            at least 8 KB of kernel code each; one part when dumping), each part cached by hash in
+//            memory and, optionally, on disk, loads each part's cubin as a module of its own and
+//            binds the layout to device memory
 //   memory   everything lives on the device for the program's life: the plan's arena for the
 //            intermediates, parameters and optimizer state, outputs and update values, constant
 //            data (uploaded once), the graph inputs (uploaded once per run), one scratch area for
@@ -60,7 +63,8 @@ struct ProgramStats {
   int kernels = 0;              // kernel descriptions
   int launches = 0, blasCalls = 0;  // steps of one run
   double lowerMs = 0, renderMs = 0;
-  double nvrtcMs = 0;           // 0 on a cache hit
+  double nvrtcMs = 0;           // 0 on a cache hit; the parts' compiles side by side, wall time
+  int parts = 1;                // NVRTC translation units, one module each
   double loadMs = 0;            // cuModuleLoadData
   bool cacheHit = false;
   std::string arch;             // "sm_90"

@@ -13,10 +13,16 @@ RenderedKernel renderKernel(const kernels::Kernel& k, const RenderOptions& optio
 }
 
 std::string programSource(const std::vector<RenderedKernel>& kernels) {
+  std::vector<size_t> all(kernels.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return programSource(kernels, all);
+}
+
+std::string programSource(const std::vector<RenderedKernel>& kernels, const std::vector<size_t>& which) {
   std::string source(preludeSource());
-  for (const RenderedKernel& k : kernels) {
-    source += "\n// ---- " + k.name + " ----\n";
-    source += k.code;
+  for (size_t i : which) {
+    source += "\n// ---- " + kernels.at(i).name + " ----\n";
+    source += kernels.at(i).code;
   }
   return source;
 }

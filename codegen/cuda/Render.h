@@ -85,6 +85,8 @@ RenderedKernel renderKernel(const kernels::Kernel& k, const RenderOptions& optio
 
 /// The CUDA C++ translation unit of a program: the prelude, then each kernel's code.
 std::string programSource(const std::vector<RenderedKernel>& kernels);
+/// The same for the kernels `which` (indices into `kernels`, in that order) alone.
+std::string programSource(const std::vector<RenderedKernel>& kernels, const std::vector<size_t>& which);
 
 /// The C++ type name of an element of `t` in device code ("float", "__half", "long long", …).
 const char* deviceType(DType t);

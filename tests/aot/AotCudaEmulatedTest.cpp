@@ -22,9 +22,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <thread>
 
 namespace kiln::aottest {
 namespace {
@@ -437,6 +439,37 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
     EXPECT_EQ(fake().events, 0) << "events outlive the program";
     EXPECT_EQ(fake().allocations, 0) << "device memory outlives the program";
   }
+}
+
+// NVRTC compiles a program's kernels in parts side by side, a module each (the stand-in driver finds
+// a function only in the module whose image names it): the cnn's training step, about 60 KB of
+// kernel code, in two parts or more where this machine has two threads (at most one per thread, up
+// to 8), runs as the CPU JIT does; a small program stays one part.
+TEST_F(AotCudaEmulated, TheJitProgramCompilesItsKernelsInPartsSideBySide) {
+  const ir::Graph g = zooTrainStep("cnn", 2);
+  EmulatedDevice device(g);
+  std::unique_ptr<cuda::Program> program;
+  ASSERT_NO_THROW(program = emulatedProgram(g, false));
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  const size_t parts = static_cast<size_t>(program->stats().parts);
+  EXPECT_GE(parts, std::min<size_t>(threads, 2));
+  EXPECT_LE(parts, threads);
+  EXPECT_EQ(static_cast<size_t>(fake().modules), parts);
+  std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
+  interp::TensorMap in = modelInputs(g, 80);
+  kiln::testing::expectClose(jit->run(in), program->run(in), "outputs", 1.0, 1.0);
+  kiln::testing::expectClose(jit->params(), program->params(), "parameters", 1.0, 1.0);
+  EXPECT_EQ(device.error(), "");
+  program.reset();
+  EXPECT_EQ(fake().modules, 0) << "modules outlive the program";
+
+  ir::Graph small("small");
+  ir::Value* x = small.addInput("x", ir::TensorType{DType::f32, {4, 3}});
+  small.addOutput("y", kiln::testing::node(small, "relu", {x}));
+  EmulatedDevice smallDevice(small);
+  ASSERT_NO_THROW(program = emulatedProgram(small, false));
+  EXPECT_EQ(program->stats().parts, 1);
+  EXPECT_EQ(fake().modules, 1);
 }
 
 TEST_F(AotCudaEmulated, KilnCudaGemmChoosesWhichProductsTakeCublasLt) {

@@ -12,7 +12,9 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -25,6 +27,27 @@ KilnFakeCuda state;
 struct Function {
   std::string name;
 };
+/// A loaded image: a function exists in it when its name does (a cubin's symbol table, PTX's .entry).
+struct Module {
+  std::string image;
+};
+
+/// The bytes of a cubin (an ELF64 image) from its header: the furthest of the section header table
+/// and every section's data.
+size_t elfBytes(const unsigned char* b) {
+  auto read = [&](size_t at, size_t bytes) {
+    uint64_t v = 0;
+    std::memcpy(&v, b + at, bytes);
+    return v;
+  };
+  const uint64_t shoff = read(0x28, 8), shentsize = read(0x3A, 2), shnum = read(0x3C, 2);
+  uint64_t end = shoff + shentsize * shnum;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const size_t at = shoff + i * shentsize;
+    if (read(at + 4, 4) != 8) end = std::max(end, read(at + 0x18, 8) + read(at + 0x20, 8));  // not NOBITS
+  }
+  return end;
+}
 
 CUresult fail(CUresult r, const std::string& what) {
   state.lastError = what;
@@ -226,15 +249,21 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
     return fail(CUDA_ERROR_INVALID_IMAGE, "neither a cubin nor PTX");
   }
   ++state.modules;
-  *module = reinterpret_cast<CUmodule>(new char);
+  const bool elf = std::memcmp(b, "\x7f" "ELF", 4) == 0;
+  const size_t bytes = elf ? elfBytes(b) : std::strlen(static_cast<const char*>(image));
+  *module = reinterpret_cast<CUmodule>(new Module{std::string(static_cast<const char*>(image), bytes)});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule m) {
   --state.modules;
-  delete reinterpret_cast<char*>(m);
+  delete reinterpret_cast<Module*>(m);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  const std::string& image = reinterpret_cast<Module*>(m)->image;
+  const std::string n(name);
+  if (image.find(n + '\0') == std::string::npos && image.find(n + '(') == std::string::npos)
+    return fail(CUDA_ERROR_NOT_FOUND, std::string("cuModuleGetFunction: no function '") + name + "' in the module");
   *f = reinterpret_cast<CUfunction>(new Function{name});  // leaked: as many as the tests look up
   return CUDA_SUCCESS;
 }
