@@ -346,9 +346,9 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   auto compilePart = [&](size_t i) {
     try {
       bool hit = false;
-      code[i] = parts.size() == 1 ? I.compileSource(L.source, unit + ".cu", I.stats.arch, hit)
-                                  : I.compileSource(programSource(L.rendered, parts[i]),
-                                                    fmt::format("{}.part{}.cu", unit, i + 1), I.stats.arch, hit);
+      const bool whole = parts.size() == 1;
+      code[i] = I.compileSource(whole ? L.source : programSource(L.rendered, parts[i]),
+                                whole ? unit + ".cu" : fmt::format("{}.part{}.cu", unit, i + 1), I.stats.arch, hit);
       hits[i] = hit;
     } catch (...) {
       errors[i] = std::current_exception();
