@@ -186,8 +186,10 @@ void compileTimes(const Settings& s) {
       std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled, po);
       const cpu::ProgramStats& st = p->stats();
       std::printf("{\"workload\": \"%s\", \"impl\": \"kiln\", \"ms\": %.4g, \"pipeline_ms\": %.4g, \"lower_ms\": %.4g, "
-                  "\"render_ms\": %.4g, \"llvm_ms\": %.4g, \"kernels\": %d}\n",
-                  workload.c_str(), msSince(t0), pipelineMs, st.lowerMs, st.renderMs, st.compileMs, st.kernels);
+                  "\"render_ms\": %.4g, \"llvm_ms\": %.4g, \"kernels\": %d, \"gemm_routines_linked\": %d, "
+                  "\"gemm_routines_compiled\": %d}\n",
+                  workload.c_str(), msSince(t0), pipelineMs, st.lowerMs, st.renderMs, st.compileMs, st.kernels,
+                  st.gemmRoutinesLinked, st.gemmRoutinesCompiled);
       std::fflush(stdout);
     }
 }

@@ -276,6 +276,11 @@ llvm::Function* GemmBuilder::sharedFunction(const std::string& fullName, llvm::F
     KILN_ASSERT(f->getFunctionType() == type, "shared function '{}' with another type", fullName);
     return f;
   }
+  if (isa.linkedGemm && isa.linkedGemm->contains(fullName)) {  // defined by the Jit's prebuilt object
+    auto* f = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, fullName, m);
+    f->setDoesNotThrow();
+    return f;
+  }
   auto* f = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, fullName, m);
   f->setDoesNotThrow();
   f->addFnAttr(llvm::Attribute::NoInline);

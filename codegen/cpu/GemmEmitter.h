@@ -132,7 +132,8 @@ class GemmBuilder {
   /// The module's internal function `fullName`, shared by every contraction that needs it: built
   /// by `build` (with the builder on its entry block; the insertion point is restored afterwards)
   /// the first time, looked up afterwards. Shared functions are never inlined, so LLVM optimizes
-  /// and compiles each once per module.
+  /// and compiles each once per module. A routine in isa.linkedGemm is only declared: the Jit
+  /// links the module against its prebuilt object (PrebuiltGemm.h), compiled once with kiln.
   llvm::Function* sharedFunction(const std::string& fullName, llvm::FunctionType* type,
                                  const std::function<void(llvm::Function*)>& build);
 

@@ -1,6 +1,8 @@
 #include "codegen/cpu/Jit.h"
 
+#include "codegen/cpu/KernelAbi.h"
 #include "codegen/cpu/ModuleSplit.h"
+#include "codegen/cpu/PrebuiltGemm.h"
 #include "support/Error.h"
 #include "support/File.h"
 
@@ -35,6 +37,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <unordered_set>
 
 namespace kiln::cpu {
 namespace {
@@ -172,6 +175,11 @@ struct Jit::Impl {
   std::map<std::uint64_t, std::shared_ptr<CompiledModule>> cache;
   std::map<std::string, const void*> hostSymbols;
   JitStats stats;
+  // The prebuilt GEMM routines for this target, if any; their object joins the main JITDylib
+  // (which every module's JITDylib searches first) on the first prebuiltGemm() call.
+  const PrebuiltGemm* prebuilt = nullptr;
+  std::unordered_set<std::string> prebuiltNames;
+  bool prebuiltLinked = false;
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
   void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline, llvm::TargetMachine& machine) const;
@@ -371,6 +379,19 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
                    "cannot create the LLVM JIT");
   I.lljit->getExecutionSession().setErrorReporter(
       [&I](llvm::Error err) { I.sessionErrors.push_back(message(std::move(err))); });
+  if (options.prebuiltGemm) {
+    const std::string key = isaKey(isaOf(*this));
+    for (const PrebuiltGemm& p : prebuiltGemmTable()) {
+      bool fits = key == p.isaKey;
+      for (llvm::StringRef f : llvm::split(llvm::StringRef(p.features), ','))
+        fits = fits && (f.empty() || hasFeature(f));
+      if (!fits) continue;
+      I.prebuilt = &p;
+      for (llvm::StringRef name : llvm::split(llvm::StringRef(p.names), '\n'))
+        if (!name.empty()) I.prebuiltNames.insert(name.str());
+      break;
+    }
+  }
 }
 
 Jit::~Jit() = default;
@@ -466,6 +487,22 @@ std::string Jit::emitObject(std::unique_ptr<llvm::Module> module, const CompileO
   if (dump) I.writeDumps(before, *module, options);
   return I.emit(*module, llvm::CodeGenFileType::ObjectFile);
 }
+
+const std::unordered_set<std::string>* Jit::prebuiltGemm() {
+  Impl& I = *impl_;
+  if (!I.prebuilt) return nullptr;
+  if (!I.prebuiltLinked) {
+    auto object = llvm::MemoryBuffer::getMemBuffer(
+        llvm::StringRef(reinterpret_cast<const char*>(I.prebuilt->object), I.prebuilt->objectBytes),
+        fmt::format("kiln.gemm.{}.o", I.prebuilt->cpu), /*RequiresNullTerminator=*/false);
+    if (auto err = I.lljit->addObjectFile(I.lljit->getMainJITDylib(), std::move(object)))
+      KILN_THROW("cannot add the prebuilt GEMM routines for {}: {}", I.prebuilt->cpu, message(std::move(err)));
+    I.prebuiltLinked = true;
+  }
+  return &I.prebuiltNames;
+}
+
+std::string Jit::prebuiltGemmCpu() const { return impl_->prebuilt ? impl_->prebuilt->cpu : ""; }
 
 void Jit::defineSymbol(const std::string& name, const void* address) {
   Impl& I = *impl_;

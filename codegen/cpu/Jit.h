@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace llvm {
@@ -35,6 +36,9 @@ struct JitOptions {
   /// Threads that generate the code of one large module in parallel (it is split into parts of
   /// similar size; see ModuleSplit.h). 0: the hardware's threads, at most 8.
   int compileThreads = 0;
+  /// Link programs against the shared GEMM routines kiln was built with (PrebuiltGemm.h) when
+  /// they fit this target, instead of compiling them into every module.
+  bool prebuiltGemm = true;
 };
 
 /// Per-module choices.
@@ -129,6 +133,13 @@ class Jit {
   /// that the executable does not export dynamically). Affects modules compiled afterwards.
   /// Defining a name again with the same address is a no-op; with another address, an Error.
   void defineSymbol(const std::string& name, const void* address);
+
+  /// The shared GEMM routines prebuilt for this target (PrebuiltGemm.h), which modules may declare
+  /// and call (VectorIsa::linkedGemm): the first call links their object into the Jit. Null when
+  /// kiln has none for this vector ISA or CPU, or JitOptions::prebuiltGemm is off.
+  const std::unordered_set<std::string>* prebuiltGemm();
+  /// The LLVM CPU the prebuilt routines were compiled for ("x86-64-v3"); empty when there are none.
+  std::string prebuiltGemmCpu() const;
 
   /// The target triple, CPU name and LLVM feature string the code is generated for.
   const std::string& triple() const;

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <unordered_set>
 
 namespace llvm {
 class Function;
@@ -41,6 +43,10 @@ struct VectorIsa {
   // columns of a C block); 0 takes the ISA's own. Set only to tune them (kiln_gemm_tune --kc, --mb,
   // --nb, --sweep), never by isaOf.
   int64_t gemmKc = 0, gemmMb = 0, gemmNb = 0;
+  // The shared GEMM routines (GemmEmitter.h's sharedFunction) that the module links against
+  // instead of defining them: the Jit's prebuilt ones (Jit::prebuiltGemm, PrebuiltGemm.h). Null:
+  // the module defines every routine it calls. Set by cpu::Program for the JIT, never by isaOf.
+  const std::unordered_set<std::string>* linkedGemm = nullptr;
 };
 
 VectorIsa isaOf(const Jit& jit);

@@ -105,8 +105,9 @@ struct Rendered {
   std::unique_ptr<llvm::Module> module;
 };
 
-/// Lowers the graph's kernels and renders them into one module.
-Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats) {
+/// Lowers the graph's kernels and renders them into one module; `link`: the module declares the
+/// Jit's prebuilt GEMM routines instead of defining them (PrebuiltGemm.h).
+Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link) {
   Rendered r;
   auto t0 = Clock::now();
   r.kernels = kernels::lowerGraph(graph);
@@ -114,9 +115,12 @@ Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats) {
   stats.kernels = static_cast<int>(r.kernels.size());
   t0 = Clock::now();
   r.module = std::make_unique<llvm::Module>(graph.name().empty() ? "program" : graph.name(), jit.context());
-  const VectorIsa isa = isaOf(jit);
+  VectorIsa isa = isaOf(jit);
+  if (link) isa.linkedGemm = jit.prebuiltGemm();
   for (const kernels::Kernel& k : r.kernels) renderKernel(*r.module, k, isa);
   stats.renderMs = msSince(t0);
+  for (const llvm::Function& f : *r.module)
+    if (f.getName().starts_with("kiln.gemm.")) ++(f.isDeclaration() ? stats.gemmRoutinesLinked : stats.gemmRoutinesCompiled);
   return r;
 }
 
@@ -141,7 +145,7 @@ int64_t ProgramLayout::scratchBytes(int threads) const {
 ProgramObject compileObject(const ir::Graph& graph, const ObjectOptions& options) {
   Jit& jit = options.jit ? *options.jit : Jit::host();
   ProgramObject out;
-  Rendered r = render(graph, jit, out.stats);
+  Rendered r = render(graph, jit, out.stats, /*link=*/false);  // the object stands alone
   out.layout = layOut(graph, r.kernels, isaOf(jit));
   llvm::Module& m = *r.module;
   std::vector<std::pair<std::string, std::string>> blobs = options.blobs;
@@ -221,7 +225,8 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   Jit& jit = options.jit ? *options.jit : Jit::host();
   jit.defineSymbol("kiln_parallel_for", reinterpret_cast<const void*>(&kiln_parallel_for));
 
-  Rendered r = render(I.graph, jit, I.stats);
+  // A dumping compile shows every routine's code: it compiles them into the module (the same IR).
+  Rendered r = render(I.graph, jit, I.stats, /*link=*/options.dumpDir.empty());
   I.layout = layOut(I.graph, r.kernels, isaOf(jit));
   I.stats.scratchBytes = I.layout.scratchBytes(pool.threads());
 

@@ -34,7 +34,9 @@ struct ProgramOptions {
   /// The Jit to compile with; null: Jit::host().
   Jit* jit = nullptr;
   /// When set, writes DIR/program.{ll,opt.ll,s} and, per kernel, DIR/kernels/NAME.{ll,opt.ll,s}
-  /// where NAME ("k3_matmul_add_relu") says which ops the kernel holds.
+  /// where NAME ("k3_matmul_add_relu") says which ops the kernel holds. The module then defines
+  /// the shared GEMM routines it calls instead of linking the prebuilt ones (same IR), so the
+  /// dump shows all the code.
   std::string dumpDir;
   /// Times every kernel call of every run (a clock read before and after each call; see
   /// Program::kernelMicros). Off: nothing is timed.
@@ -49,6 +51,9 @@ struct ProgramStats {
   double compileMs = 0;   // the Jit: verify, optimize, code generation, link (0 on a cache hit)
   int compileParts = 1;   // the parts the module was compiled as in parallel (Jit, ModuleSplit.h)
   bool cacheHit = false;
+  // Shared GEMM routines the module calls: linked from the Jit's prebuilt ones (PrebuiltGemm.h),
+  // or compiled with it (no prebuilt routines for this target, a dump, `kiln aot`).
+  int gemmRoutinesLinked = 0, gemmRoutinesCompiled = 0;
   int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0;
 };
 

@@ -365,6 +365,75 @@ TEST(CpuBackend, ParallelCompileEqualsWholeCompile) {
   }
 }
 
+// The shared GEMM routines prebuilt with kiln (codegen/cpu/PrebuiltGemm.h) are the routines a
+// module would define itself, compiled once: every zoo model's training step, at a batch of the
+// small path and one of the L1 and packed paths, links all of its routines (the build's set covers
+// them) and computes what the program that compiles them computes, bit for bit — on the host's
+// level and on x86-64 (SSE2). A Jit for Skylake-X takes the AVX-512 level, and its programs link
+// (every symbol resolved), though this CPU may not run them.
+TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
+  cpu::JitOptions compiledOptions;
+  compiledOptions.prebuiltGemm = false;
+  cpu::Jit compiledJit(compiledOptions);
+  if (!cpu::Jit::host().prebuiltGemm()) GTEST_SKIP() << "kiln has no prebuilt GEMM routines for this CPU";
+  cpu::JitOptions sse2;
+  sse2.cpu = "x86-64";
+  cpu::Jit linkedSse2(sse2);
+  sse2.prebuiltGemm = false;
+  cpu::Jit compiledSse2(sse2);
+  EXPECT_EQ(linkedSse2.prebuiltGemmCpu(), "x86-64");
+  EXPECT_EQ(compiledSse2.prebuiltGemm(), nullptr);
+  struct Pair {
+    cpu::Jit* linked;
+    cpu::Jit* compiled;
+  };
+  cpu::Jit& host = cpu::Jit::host();
+  for (Pair jits : {Pair{&host, &compiledJit}, Pair{&linkedSse2, &compiledSse2}})
+    for (const std::string& name : zooModelNames())
+      for (int64_t batch : {3, 64}) {
+        if (jits.linked == &linkedSse2 && (batch != 64 || (name != "mnist_mlp" && name != "cnn"))) continue;
+        ZooOptions o;
+        o.batch = batch;
+        ir::Graph g = buildZooModel(name, o);
+        passes::TrainingStepOptions to;
+        to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+        passes::buildTrainingStep(g, to);
+        passes::compileGraph(g);
+        interp::TensorMap in = modelInputs(g);
+        cpu::ProgramOptions po;
+        po.pool = &pool(2);
+        po.jit = jits.linked;
+        std::unique_ptr<cpu::Program> a = cpu::Program::compile(g, po);
+        po.jit = jits.compiled;
+        std::unique_ptr<cpu::Program> b = cpu::Program::compile(g, po);
+        const std::string what = fmt::format("{} b{} on {}", name, batch, jits.linked->cpu());
+        EXPECT_GT(a->stats().gemmRoutinesLinked, 0) << what;
+        EXPECT_EQ(a->stats().gemmRoutinesCompiled, 0) << what << ": routines the prebuilt set lacks";
+        EXPECT_EQ(b->stats().gemmRoutinesLinked, 0) << what;
+        // A linked driver brings the routines it calls along: the compiled module defines those too.
+        EXPECT_GE(b->stats().gemmRoutinesCompiled, a->stats().gemmRoutinesLinked) << what;
+        for (int step = 0; step < 2; ++step) {
+          interp::TensorMap wa = a->run(in), wb = b->run(in);
+          for (const auto& [key, t] : wa)
+            EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << what << " step " << step << " " << key;
+        }
+        interp::TensorMap pa = a->params(), pb = b->params();
+        for (const auto& [key, t] : pa) EXPECT_EQ(std::memcmp(t.data(), pb.at(key).data(), t.bytes()), 0) << what << " " << key;
+      }
+  cpu::JitOptions avx512;
+  avx512.cpu = "skylake-avx512";
+  cpu::Jit skx(avx512);
+  EXPECT_EQ(skx.prebuiltGemmCpu(), "x86-64-v4");
+  ir::Graph g = buildZooModel("cnn", ZooOptions{});
+  passes::buildTrainingStep(g, passes::TrainingStepOptions{});
+  passes::compileGraph(g);
+  cpu::ProgramOptions po;
+  po.jit = &skx;
+  std::unique_ptr<cpu::Program> p = cpu::Program::compile(g, po);
+  EXPECT_GT(p->stats().gemmRoutinesLinked, 0);
+  EXPECT_EQ(p->stats().gemmRoutinesCompiled, 0);
+}
+
 // Program::run(inputs, outputs): an output the program owns trades storage with the caller's
 // tensor (nothing allocated or copied), so two storages alternate across runs; an output that is
 // an input, and an entry of the wrong shape, are written by copy; other entries are left alone.

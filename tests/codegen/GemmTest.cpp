@@ -409,6 +409,27 @@ TEST(Gemm, OperandTypes) {
   check(hostJit(), kConvs[1].gradWeight(), DType::f16, {1});
 }
 
+// A module may link the shared routines prebuilt with kiln instead of defining them
+// (VectorIsa::linkedGemm, PrebuiltGemm.h): it then defines none, and every path and operand type
+// still computes the product (cpu_backend_tests compares whole programs bit for bit).
+TEST(Gemm, PrebuiltRoutines) {
+  VectorIsa isa = isaOf(hostJit());
+  isa.linkedGemm = hostJit().prebuiltGemm();
+  if (!isa.linkedGemm) GTEST_SKIP() << "kiln has no prebuilt GEMM routines for this CPU";
+  const std::vector<Case> cases{matmul(300, 200, 150, true, false), matmul(100, 128, 784, false, true),
+                                matmul(5, 33, 70, false, true), matmul(3, 33, 70, true, false),
+                                matmul(13, 64, 64, false, true), kConvs[0].gradWeight()};
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64}) {
+    std::string ir;
+    std::vector<Case> typed = cases;
+    if (!isFloat(t)) typed.pop_back();  // convolutions take float operands
+    std::vector<Compiled> kernels = compileAll(hostJit(), typed, t, isa, &ir);
+    EXPECT_EQ(ir.find("define internal void @kiln.gemm."), std::string::npos) << dtypeName(t);
+    EXPECT_NE(ir.find("declare void @kiln.gemm."), std::string::npos) << dtypeName(t);
+    for (size_t i = 0; i < kernels.size(); ++i) verify(kernels[i], typed[i], t, {1, 2}, isa);
+  }
+}
+
 // Plain x86-64: SSE2 vectors of 4 floats, no FMA, f16 converted with integer operations.
 TEST(Gemm, Sse2) {
   EXPECT_EQ(isaOf(sse2Jit()).f32Lanes, 4);
