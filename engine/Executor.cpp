@@ -8,6 +8,7 @@
 #endif
 #include "passes/Pipeline.h"
 #include "support/Error.h"
+#include "support/File.h"
 
 #include <fmt/format.h>
 
@@ -81,6 +82,8 @@ class CompiledExecutor final : public Executor {
     ProgramOptions po;
     po.dumpDir = options.dumpDir;
     if constexpr (requires { po.profile; }) po.profile = options.profile;
+    // The CUDA program's disk cache of cubins (the CPU backend's is Jit::host()'s): opt-in.
+    if constexpr (requires { po.cacheDir; }) po.cacheDir = codeCacheDir("cuda");
     program_ = Program::compile(compiled, po);
     compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }

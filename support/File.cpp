@@ -4,7 +4,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -95,6 +99,40 @@ void writeFileAtomically(const std::string& path, std::span<const std::byte> byt
 
 void writeFileAtomically(const std::string& path, std::string_view text) {
   writeFileAtomically(path, std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+std::string codeCacheDir(std::string_view backend) {
+  const char* dir = std::getenv("KILN_CACHE_DIR");
+  if (!dir || !*dir) return "";
+  return (std::filesystem::path(dir) / backend).string();
+}
+
+bool looksLikeElf64(std::string_view bytes) {
+  if (bytes.size() < 64 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4) || bytes[4] != 2 || bytes[5] != 1)
+    return false;
+  auto read = [&](uint64_t at, auto value) -> std::optional<decltype(value)> {
+    if (at > bytes.size() || bytes.size() - at < sizeof(value)) return std::nullopt;
+    std::memcpy(&value, bytes.data() + at, sizeof(value));
+    return value;
+  };
+  // Every table and every section with contents must lie within the bytes.
+  auto within = [&](uint64_t offset, uint64_t size) { return offset <= bytes.size() && size <= bytes.size() - offset; };
+  const uint64_t shoff = *read(0x28, uint64_t{}), phoff = *read(0x20, uint64_t{});
+  const uint16_t phentsize = *read(0x36, uint16_t{}), phnum = *read(0x38, uint16_t{});
+  const uint16_t shentsize = *read(0x3A, uint16_t{}), shnum = *read(0x3C, uint16_t{});
+  if (!within(shoff, uint64_t{shentsize} * shnum) || !within(phoff, uint64_t{phentsize} * phnum)) return false;
+  if (shnum > 0 && shentsize < 0x28) return false;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const uint64_t at = shoff + i * shentsize;
+    const uint32_t type = *read(at + 4, uint32_t{});
+    if (type != 8 && !within(*read(at + 0x18, uint64_t{}), *read(at + 0x20, uint64_t{}))) return false;  // 8: NOBITS
+  }
+  if (phnum > 0 && phentsize < 0x28) return false;
+  for (uint64_t i = 0; i < phnum; ++i) {
+    const uint64_t at = phoff + i * phentsize;
+    if (!within(*read(at + 0x08, uint64_t{}), *read(at + 0x20, uint64_t{}))) return false;
+  }
+  return true;
 }
 
 }  // namespace kiln

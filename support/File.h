@@ -21,4 +21,13 @@ std::string readTextFile(const std::string& path);
 void writeFileAtomically(const std::string& path, std::span<const std::byte> bytes);
 void writeFileAtomically(const std::string& path, std::string_view text);
 
+/// Where a backend keeps compiled code across processes: $KILN_CACHE_DIR/`backend` ("cpu",
+/// "cuda") when KILN_CACHE_DIR is set and not empty, else "" (no disk cache: it is opt-in).
+std::string codeCacheDir(std::string_view backend);
+
+/// Whether `bytes` can be a whole 64-bit little-endian ELF image (an object file, a cubin): the
+/// header is there and the section header table lies within the bytes — a cheap check that a
+/// cached image is not truncated or something else.
+bool looksLikeElf64(std::string_view bytes);
+
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include "support/File.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
@@ -29,6 +30,10 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <filesystem>
 #include <atomic>
 #include <exception>
@@ -145,6 +150,60 @@ llvm::orc::JITTargetMachineBuilder targetFor(const JitOptions& options) {
   return jtmb;
 }
 
+constexpr char kCacheMagic[8] = {'K', 'I', 'L', 'N', 'J', 'I', 'T', '1'};
+
+/// The objects of a disk cache entry (JitOptions::cacheDir): the magic, the check hash, the
+/// object count, then each object's size and bytes. Nothing when the file is missing, unreadable,
+/// damaged or for other IR (its check hash differs).
+std::optional<std::vector<std::string>> readCachedObjects(const std::string& path, std::uint64_t check) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = 0;
+  auto take = [&](void* to, size_t n) {
+    if (bytes.size() - at < n) return false;
+    std::memcpy(to, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  char magic[8];
+  std::uint64_t stored = 0;
+  std::uint32_t count = 0;
+  if (!take(magic, 8) || std::memcmp(magic, kCacheMagic, 8) != 0 || !take(&stored, 8) || stored != check ||
+      !take(&count, 4) || count == 0)
+    return std::nullopt;
+  std::vector<std::string> objects;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint64_t size = 0;
+    if (!take(&size, 8) || bytes.size() - at < size || !looksLikeElf64(std::string_view(bytes).substr(at, size)))
+      return std::nullopt;
+    objects.push_back(bytes.substr(at, size));
+    at += size;
+  }
+  if (at != bytes.size()) return std::nullopt;
+  return objects;
+}
+
+/// Writes a disk cache entry; a folder that cannot be written leaves the cache unused.
+void writeCachedObjects(const std::string& path, std::uint64_t check, const std::vector<std::string>& objects) {
+  std::string bytes(kCacheMagic, 8);
+  auto put = [&](const void* from, size_t n) { bytes.append(static_cast<const char*>(from), n); };
+  put(&check, 8);
+  const auto count = static_cast<std::uint32_t>(objects.size());
+  put(&count, 4);
+  for (const std::string& o : objects) {
+    const std::uint64_t size = o.size();
+    put(&size, 8);
+    bytes += o;
+  }
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    writeFileAtomically(path, bytes);
+  } catch (const Error&) {
+  }
+}
+
 }  // namespace
 
 void* CompiledModule::address(std::string_view name) const {
@@ -180,6 +239,11 @@ struct Jit::Impl {
   const PrebuiltGemm* prebuilt = nullptr;
   std::unordered_set<std::string> prebuiltNames;
   bool prebuiltLinked = false;
+  // The disk cache (JitOptions::cacheDir) and what its keys cover besides a module's IR: the
+  // target, LLVM's version and the prebuilt routines a module may call.
+  std::string cacheDir;
+  std::string targetMaterial;
+  std::uint64_t targetKey = 0;
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
   void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline, llvm::TargetMachine& machine) const;
@@ -392,12 +456,23 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
       break;
     }
   }
+  I.cacheDir = options.cacheDir;
+  I.targetMaterial = fmt::format("{}|{}|{}|LLVM {}|", I.triple, I.cpu, I.features, LLVM_VERSION_STRING);
+  if (I.prebuilt) {
+    I.targetMaterial += I.prebuilt->cpu;
+    I.targetMaterial += std::to_string(llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(I.prebuilt->object, I.prebuilt->objectBytes)));
+  }
+  I.targetKey = hashOf(I.targetMaterial);
 }
 
 Jit::~Jit() = default;
 
 Jit& Jit::host() {
-  static Jit jit;
+  static Jit jit([] {
+    JitOptions options;
+    options.cacheDir = codeCacheDir("cpu");
+    return options;
+  }());
   return jit;
 }
 
@@ -427,25 +502,48 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
 
   const std::string name = module->getModuleIdentifier();
   const std::vector<std::string> names = exportedNames(*module);
-  // Dumps show the whole optimized module, so a dumping compile does not split it (the code of
-  // each function is the same either way).
-  SplitPlan plan;
-  if (!dump && I.compileThreads > 1) plan = planSplit(*module, I.compileThreads * kPartsPerThread, kMinPartInstructions);
-  double dumpMs = 0;
-  std::shared_ptr<CompiledModule> compiled;
-  if (plan.instructions.empty()) {
-    I.optimize(*module, options.pipeline);
-    if (dump) {
-      const auto dumpStart = Clock::now();
-      I.writeDumps(before, *module, options);
-      dumpMs = msSince(dumpStart);
+  // The disk cache (JitOptions::cacheDir): the file is named by the key, and holds a second hash
+  // of everything the key covers, which a hit must match.
+  std::string diskPath;
+  const std::uint64_t check = llvm::xxHash64(bitcode) ^ (hashOf(I.targetMaterial) * 31) ^ static_cast<std::uint64_t>(options.pipeline);
+  if (!dump && !I.cacheDir.empty())
+    diskPath = (std::filesystem::path(I.cacheDir) / fmt::format("{:016x}.kjit", hash ^ I.targetKey)).string();
+  // What is linked: the objects of the module's parts (compiled here, or read from the disk
+  // cache), or, when empty, the optimized module itself.
+  std::vector<std::string> objects;
+  bool fromDisk = false;
+  if (!diskPath.empty()) {
+    if (std::optional<std::vector<std::string>> cached = readCachedObjects(diskPath, check)) {
+      objects = std::move(*cached);
+      fromDisk = true;
     }
+  }
+  double dumpMs = 0;
+  if (!fromDisk) {
+    // Dumps show the whole optimized module, so a dumping compile does not split it (the code of
+    // each function is the same either way).
+    SplitPlan plan;
+    if (!dump && I.compileThreads > 1) plan = planSplit(*module, I.compileThreads * kPartsPerThread, kMinPartInstructions);
+    if (plan.instructions.empty()) {
+      I.optimize(*module, options.pipeline);
+      if (dump) {
+        const auto dumpStart = Clock::now();
+        I.writeDumps(before, *module, options);
+        dumpMs = msSince(dumpStart);
+      }
+      if (!diskPath.empty()) objects.push_back(I.emitObject(*module, *I.tm));
+    } else {
+      module.reset();
+      objects = I.compileParts(name, bitcode, plan, options.pipeline);
+    }
+    if (!diskPath.empty()) writeCachedObjects(diskPath, check, objects);
+  }
+  std::shared_ptr<CompiledModule> compiled;
+  if (objects.empty()) {
     compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) {
       return I.lljit->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(module), I.context));
     });
   } else {
-    module.reset();
-    std::vector<std::string> objects = I.compileParts(name, bitcode, plan, options.pipeline);
     compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) -> llvm::Error {
       for (size_t i = 0; i < objects.size(); ++i)
         if (auto err = I.lljit->addObjectFile(
@@ -457,8 +555,13 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   }
   compiled->hash_ = hash;
   compiled->compileMs_ = msSince(start) - dumpMs;
-  ++I.stats.compiles;
-  I.stats.compileMs += compiled->compileMs_;
+  compiled->fromDisk_ = fromDisk;
+  if (fromDisk) {
+    ++I.stats.diskHits;
+  } else {
+    ++I.stats.compiles;
+    I.stats.compileMs += compiled->compileMs_;
+  }
   I.cache.emplace(hash, compiled);
   return compiled;
 }

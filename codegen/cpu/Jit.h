@@ -39,6 +39,13 @@ struct JitOptions {
   /// Link programs against the shared GEMM routines kiln was built with (PrebuiltGemm.h) when
   /// they fit this target, instead of compiling them into every module.
   bool prebuiltGemm = true;
+  /// A folder that keeps compiled modules across processes: a module compiled before — the same
+  /// IR and pipeline for the same triple, CPU, features, LLVM version and prebuilt GEMM routines —
+  /// is loaded from there (one object file per module) instead of compiled. An unreadable or
+  /// damaged entry is compiled again and replaced; a folder that cannot be written only goes
+  /// unused. Empty: modules are cached in memory only. Jit::host() takes $KILN_CACHE_DIR/cpu when
+  /// KILN_CACHE_DIR is set.
+  std::string cacheDir;
 };
 
 /// Per-module choices.
@@ -76,8 +83,11 @@ class CompiledModule {
   const std::string& name() const { return name_; }
   /// The cache key: a 64-bit hash of the IR as given plus the options that change the code.
   std::uint64_t hash() const { return hash_; }
-  /// Wall time of the cold compile (verify, optimize, generate code, link), excluding dumps.
+  /// Wall time of the cold compile (verify, optimize, generate code, link), excluding dumps; of
+  /// reading and linking the objects when they came from the disk cache.
   double compileMs() const { return compileMs_; }
+  /// Whether the code was loaded from JitOptions::cacheDir rather than compiled.
+  bool fromDisk() const { return fromDisk_; }
   /// Defined symbol names in sorted order.
   std::vector<std::string> symbols() const;
   /// The parts it was compiled in parallel as (1: compiled whole).
@@ -89,13 +99,15 @@ class CompiledModule {
   std::uint64_t hash_ = 0;
   double compileMs_ = 0;
   int parts_ = 1;
+  bool fromDisk_ = false;
   std::map<std::string, void*, std::less<>> addresses_;
 };
 
 /// Counters over the life of a Jit.
 struct JitStats {
   int compiles = 0;   // cold compiles
-  int cacheHits = 0;  // compile() calls answered from the cache
+  int cacheHits = 0;  // compile() calls answered from the cache in memory
+  int diskHits = 0;   // compile() calls answered from JitOptions::cacheDir (loaded and linked, not compiled)
   double compileMs = 0;  // sum of the cold compile times
 };
 

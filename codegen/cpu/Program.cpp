@@ -233,6 +233,7 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   JitStats before = jit.stats();
   I.module = jit.compile(std::move(r.module), compileOptions(options.dumpDir));
   I.stats.cacheHit = jit.stats().cacheHits > before.cacheHits;
+  I.stats.diskHit = !I.stats.cacheHit && I.module->fromDisk();
   I.stats.compileMs = I.stats.cacheHit ? 0 : I.module->compileMs();
   I.stats.compileParts = I.module->parts();
   if (!options.dumpDir.empty()) writeKernelDumps(options.dumpDir);

@@ -48,9 +48,10 @@ struct ProgramStats {
   int kernels = 0;
   double lowerMs = 0;     // kernel descriptions
   double renderMs = 0;    // LLVM IR
-  double compileMs = 0;   // the Jit: verify, optimize, code generation, link (0 on a cache hit)
+  double compileMs = 0;   // the Jit: verify, optimize, code generation, link (0 on a cache hit; the load on a disk hit)
   int compileParts = 1;   // the parts the module was compiled as in parallel (Jit, ModuleSplit.h)
   bool cacheHit = false;
+  bool diskHit = false;   // loaded from the Jit's disk cache (JitOptions::cacheDir), not compiled
   // Shared GEMM routines the module calls: linked from the Jit's prebuilt ones (PrebuiltGemm.h),
   // or compiled with it (no prebuilt routines for this target, a dump, `kiln aot`).
   int gemmRoutinesLinked = 0, gemmRoutinesCompiled = 0;

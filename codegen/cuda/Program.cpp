@@ -189,9 +189,14 @@ struct Program::Impl {
     fs::path cached;
     if (!options.cacheDir.empty()) {
       cached = fs::path(options.cacheDir) / fmt::format("{:016x}.cubin", key);
-      if (fs::exists(cached)) {
+      // An entry that is not a whole cubin (damaged, truncated) is compiled again and replaced.
+      std::string bytes;
+      try {
+        if (fs::exists(cached)) bytes = readTextFile(cached.string());
+      } catch (const Error&) {
+      }
+      if (looksLikeElf64(bytes)) {
         auto c = std::make_shared<CompiledCuda>();
-        std::string bytes = readTextFile(cached.string());
         c->cubin.assign(bytes.begin(), bytes.end());
         std::lock_guard<std::mutex> lock(cache.mutex);
         return cache.entries.emplace(key, c).first->second;
@@ -199,9 +204,13 @@ struct Program::Impl {
     }
     hit = false;
     auto c = std::make_shared<CompiledCuda>(compileCuda(source, unit, arch));
-    if (!cached.empty()) {
-      fs::create_directories(cached.parent_path());
-      writeFileAtomically(cached.string(), std::string(c->cubin.begin(), c->cubin.end()));
+    if (!cached.empty()) {  // a folder that cannot be written leaves the cache unused
+      try {
+        std::error_code ec;
+        fs::create_directories(cached.parent_path(), ec);
+        writeFileAtomically(cached.string(), std::string(c->cubin.begin(), c->cubin.end()));
+      } catch (const Error&) {
+      }
     }
     std::lock_guard<std::mutex> lock(cache.mutex);
     return cache.entries.emplace(key, c).first->second;
@@ -534,6 +543,12 @@ std::vector<std::string> Program::kernelNames() const {
   std::vector<std::string> names;
   for (const kernels::Kernel& k : impl_->layout.kernels) names.push_back(k.name);
   return names;
+}
+
+void clearCodeCache() {
+  CodeCache& cache = CodeCache::get();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.entries.clear();
 }
 
 }  // namespace kiln::cuda

@@ -72,6 +72,10 @@ struct ProgramStats {
   size_t graphNodes = 0;        // of the captured CUDA graph (after the second run)
 };
 
+/// Forgets every cubin of the process's in-memory cache (programs keep the modules they loaded):
+/// the next compile of a program reads ProgramOptions::cacheDir or runs NVRTC again.
+void clearCodeCache();
+
 class Program {
  public:
   /// Compiles `graph` (after passes::compileGraph) for CUDA device options.device. Throws

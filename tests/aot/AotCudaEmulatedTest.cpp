@@ -14,8 +14,10 @@
 #include "codegen/cuda/Program.h"
 #include "ir/OpInfo.h"
 #include "runtime/ThreadPool.h"
+#include "support/File.h"
 #include "tests/codegen/CudaEmulation.h"
 #include "tests/codegen/CudaTestSupport.h"
+#include "tests/runtime/TestFiles.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -470,6 +472,45 @@ TEST_F(AotCudaEmulated, TheJitProgramCompilesItsKernelsInPartsSideBySide) {
   ASSERT_NO_THROW(program = emulatedProgram(small, false));
   EXPECT_EQ(program->stats().parts, 1);
   EXPECT_EQ(fake().modules, 1);
+}
+
+// ProgramOptions::cacheDir keeps cubins across processes (the in-memory cache forgotten here
+// stands for a new process): the second compile loads them instead of running NVRTC, a damaged
+// entry is compiled again and replaced, a folder that cannot be written leaves the cache unused.
+TEST_F(AotCudaEmulated, CubinsComeBackFromTheDiskCache) {
+  ir::Graph g("disk_cache");
+  ir::Value* x = g.addInput("x", ir::TensorType{DType::f32, {5, 7}});
+  g.addOutput("y", kiln::testing::node(g, "tanh", {kiln::testing::node(g, "relu", {x})}));
+  EmulatedDevice device(g);
+  kiln::rt::test::ScratchDir dir;
+  cuda::ProgramOptions options;
+  options.blasLt = false;
+  options.graphs = false;
+  options.cacheDir = (dir.path() / "cuda").string();
+  const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::F32, "");
+  const interp::TensorMap in = modelInputs(g, 90);
+  const interp::TensorMap want = interp::run(g, in);
+  auto compile = [&] {
+    cuda::clearCodeCache();
+    std::unique_ptr<cuda::Program> p = cuda::Program::compile(compiled, options);
+    kiln::testing::expectClose(want, p->run(in), "outputs");
+    return p->stats().cacheHit;
+  };
+  EXPECT_FALSE(compile());
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(options.cacheDir)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u);
+  const std::string good = readTextFile(entries[0].string());
+  EXPECT_TRUE(looksLikeElf64(good));
+  EXPECT_TRUE(compile()) << "from the disk";
+  for (const std::string& damaged : {std::string("not a cubin"), good.substr(0, good.size() - 100)}) {
+    writeFileAtomically(entries[0].string(), damaged);
+    EXPECT_FALSE(compile()) << damaged.size() << " bytes";
+    EXPECT_TRUE(readTextFile(entries[0].string()) == good) << "the entry is replaced";
+  }
+  options.cacheDir = (entries[0] / "not-a-folder").string();  // under a file
+  EXPECT_FALSE(compile());
+  EXPECT_EQ(device.error(), "");
 }
 
 TEST_F(AotCudaEmulated, KilnCudaGemmChoosesWhichProductsTakeCublasLt) {

@@ -17,6 +17,7 @@
 #include "passes/Pipeline.h"
 #include "passes/TrainingStep.h"
 #include "runtime/ThreadPool.h"
+#include "tests/runtime/TestFiles.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -432,6 +433,37 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
   std::unique_ptr<cpu::Program> p = cpu::Program::compile(g, po);
   EXPECT_GT(p->stats().gemmRoutinesLinked, 0);
   EXPECT_EQ(p->stats().gemmRoutinesCompiled, 0);
+}
+
+// A Jit with a disk cache (JitOptions::cacheDir; Jit::host() under KILN_CACHE_DIR) loads a
+// program another Jit compiled — its parts' objects, linked against the prebuilt GEMM routines —
+// and computes the same bits.
+TEST(CpuBackend, ProgramsComeBackFromTheDiskCache) {
+  kiln::rt::test::ScratchDir dir;
+  cpu::JitOptions options;
+  options.cacheDir = (dir.path() / "cpu").string();
+  for (const char* name : {"mnist_mlp", "cnn"}) {
+    ir::Graph g = buildZooModel(name, ZooOptions{});
+    passes::buildTrainingStep(g, passes::TrainingStepOptions{});
+    passes::compileGraph(g);
+    const interp::TensorMap in = modelInputs(g);
+    cpu::Jit first(options), second(options);
+    cpu::ProgramOptions po;
+    po.pool = &pool(2);
+    po.jit = &first;
+    std::unique_ptr<cpu::Program> a = cpu::Program::compile(g, po);
+    po.jit = &second;
+    std::unique_ptr<cpu::Program> b = cpu::Program::compile(g, po);
+    EXPECT_FALSE(a->stats().diskHit) << name;
+    EXPECT_TRUE(b->stats().diskHit) << name;
+    EXPECT_EQ(second.stats().compiles, 0) << name;
+    EXPECT_EQ(a->stats().compileParts, b->stats().compileParts) << name;
+    for (int step = 0; step < 2; ++step) {
+      interp::TensorMap wa = a->run(in), wb = b->run(in);
+      for (const auto& [key, t] : wa)
+        EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << name << " step " << step << " " << key;
+    }
+  }
 }
 
 // Program::run(inputs, outputs): an output the program owns trades storage with the caller's

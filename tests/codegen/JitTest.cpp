@@ -260,6 +260,70 @@ TEST(Jit, CacheHitReturnsTheSameCodeWithoutCompiling) {
   EXPECT_EQ(jit.stats().compiles, 2);
 }
 
+// JitOptions::cacheDir keeps compiled modules across Jits (and processes): a second Jit loads the
+// object instead of compiling; a damaged entry is compiled again and replaced; another target is
+// another entry; a folder that cannot be written leaves the cache unused, never an error.
+TEST(Jit, DiskCacheKeepsCompiledModulesAcrossJits) {
+  ScratchDir dir;
+  const std::filesystem::path cache = dir.path() / "cache";
+  JitOptions options;
+  options.cacheDir = cache.string();
+  auto entries = [&] {
+    size_t n = 0;
+    if (std::filesystem::exists(cache))
+      for (const auto& e : std::filesystem::directory_iterator(cache)) n += e.path().extension() == ".kjit";
+    return n;
+  };
+  auto run = [](const kiln::cpu::CompiledModule& m) {
+    std::vector<float> a{1, 2, 3, 4, 5}, b{10, 20, 30, 40, 50}, c(5);
+    m.fn<void(const float*, const float*, float*, std::int64_t)>("vadd")(a.data(), b.data(), c.data(), 5);
+    return c;
+  };
+  const std::vector<float> want{11, 22, 33, 44, 55};
+  {
+    Jit first(options);
+    auto m = first.compile(vaddModule(first));
+    EXPECT_FALSE(m->fromDisk());
+    EXPECT_EQ(first.stats().compiles, 1);
+    EXPECT_EQ(run(*m), want);
+  }
+  ASSERT_EQ(entries(), 1u);
+  const std::filesystem::path entry = std::filesystem::directory_iterator(cache)->path();
+  {
+    Jit second(options);
+    auto m = second.compile(vaddModule(second));
+    EXPECT_TRUE(m->fromDisk());
+    EXPECT_EQ(second.stats().compiles, 0);
+    EXPECT_EQ(second.stats().diskHits, 1);
+    EXPECT_EQ(run(*m), want);
+    EXPECT_FALSE(second.compile(binaryModule(second, "add"))->fromDisk()) << "other IR, another entry";
+  }
+  EXPECT_EQ(entries(), 2u);
+  const std::string good = kiln::readTextFile(entry.string());
+  for (const std::string& damaged : {std::string("garbage"), good.substr(0, good.size() / 2), std::string()}) {
+    kiln::writeFileAtomically(entry.string(), damaged);
+    Jit third(options);
+    auto m = third.compile(vaddModule(third));
+    EXPECT_FALSE(m->fromDisk()) << damaged.size() << " bytes";
+    EXPECT_EQ(run(*m), want);
+    EXPECT_TRUE(kiln::readTextFile(entry.string()) == good) << "the entry is replaced";
+  }
+  {
+    JitOptions sse2 = options;
+    sse2.cpu = "x86-64";
+    Jit other(sse2);
+    EXPECT_FALSE(other.compile(vaddModule(other))->fromDisk()) << "another target";
+    EXPECT_EQ(entries(), 3u);
+  }
+  {
+    JitOptions unwritable = options;
+    unwritable.cacheDir = (entry / "not-a-folder").string();  // under a file
+    Jit jit(unwritable);
+    auto m = jit.compile(vaddModule(jit));
+    EXPECT_EQ(run(*m), want);
+  }
+}
+
 TEST(Jit, ModulesMayReuseFunctionNames) {
   Jit jit;
   auto add = jit.compile(binaryModule(jit, "add"))->fn<float(float, float)>("binary");
