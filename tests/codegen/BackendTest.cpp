@@ -332,6 +332,37 @@ TEST(CpuBackend, ZooTrainingSteps) {
     }
 }
 
+/// Zoo model `name`'s Adam training step at `batch`, compiled by the default pipeline.
+ir::Graph adamStep(const std::string& name, int64_t batch) {
+  ZooOptions o;
+  o.batch = batch;
+  ir::Graph g = buildZooModel(name, o);
+  passes::TrainingStepOptions to;
+  to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+  passes::buildTrainingStep(g, to);
+  passes::compileGraph(g);
+  return g;
+}
+
+/// `g` (compiled already) as a program of `jit` on a pool of 2 threads.
+std::unique_ptr<cpu::Program> compileWith(const ir::Graph& g, cpu::Jit& jit) {
+  cpu::ProgramOptions po;
+  po.pool = &pool(2);
+  po.jit = &jit;
+  return cpu::Program::compile(g, po);
+}
+
+/// Two programs of one graph compute the same bits: outputs of two steps, then the parameters.
+void expectSameBits(cpu::Program& a, cpu::Program& b, const interp::TensorMap& in, const std::string& what) {
+  for (int step = 0; step < 2; ++step) {
+    interp::TensorMap wa = a.run(in), wb = b.run(in);
+    for (const auto& [key, t] : wa)
+      EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << what << " step " << step << " " << key;
+  }
+  interp::TensorMap pa = a.params(), pb = b.params();
+  for (const auto& [key, t] : pa) EXPECT_EQ(std::memcmp(t.data(), pb.at(key).data(), t.bytes()), 0) << what << " " << key;
+}
+
 // A large module is split and its parts compiled on threads of their own (codegen/cpu/ModuleSplit.h);
 // the code of every function must be what compiling the module whole gives: same results, bit for bit.
 TEST(CpuBackend, ParallelCompileEqualsWholeCompile) {
@@ -340,29 +371,13 @@ TEST(CpuBackend, ParallelCompileEqualsWholeCompile) {
   split.compileThreads = 4;
   cpu::Jit wholeJit(whole), splitJit(split);
   for (const char* name : {"mnist_mlp", "cnn", "transformer"}) {
-    ZooOptions o;
-    o.batch = 3;
-    ir::Graph g = buildZooModel(name, o);
-    passes::TrainingStepOptions to;
-    to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
-    passes::buildTrainingStep(g, to);
-    passes::compileGraph(g);
+    const ir::Graph g = adamStep(name, 3);
     interp::TensorMap in = modelInputs(g);
-    cpu::ProgramOptions po;
-    po.pool = &pool(2);
-    po.jit = &wholeJit;
-    std::unique_ptr<cpu::Program> a = cpu::Program::compile(g, po);
-    po.jit = &splitJit;
-    std::unique_ptr<cpu::Program> b = cpu::Program::compile(g, po);
+    std::unique_ptr<cpu::Program> a = compileWith(g, wholeJit);
+    std::unique_ptr<cpu::Program> b = compileWith(g, splitJit);
     EXPECT_EQ(a->stats().compileParts, 1) << name;
     EXPECT_GT(b->stats().compileParts, 1) << name;
-    for (int step = 0; step < 2; ++step) {
-      interp::TensorMap wa = a->run(in), wb = b->run(in);
-      for (const auto& [key, t] : wa)
-        EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << name << " step " << step << " " << key;
-    }
-    interp::TensorMap pa = a->params(), pb = b->params();
-    for (const auto& [key, t] : pa) EXPECT_EQ(std::memcmp(t.data(), pb.at(key).data(), t.bytes()), 0) << name << " " << key;
+    expectSameBits(*a, *b, in, name);
   }
 }
 
@@ -393,41 +408,23 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
     for (const std::string& name : zooModelNames())
       for (int64_t batch : {3, 64}) {
         if (jits.linked == &linkedSse2 && (batch != 64 || (name != "mnist_mlp" && name != "cnn"))) continue;
-        ZooOptions o;
-        o.batch = batch;
-        ir::Graph g = buildZooModel(name, o);
-        passes::TrainingStepOptions to;
-        to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
-        passes::buildTrainingStep(g, to);
-        passes::compileGraph(g);
+        const ir::Graph g = adamStep(name, batch);
         interp::TensorMap in = modelInputs(g);
-        cpu::ProgramOptions po;
-        po.pool = &pool(2);
-        po.jit = jits.linked;
-        std::unique_ptr<cpu::Program> a = cpu::Program::compile(g, po);
-        po.jit = jits.compiled;
-        std::unique_ptr<cpu::Program> b = cpu::Program::compile(g, po);
+        std::unique_ptr<cpu::Program> a = compileWith(g, *jits.linked);
+        std::unique_ptr<cpu::Program> b = compileWith(g, *jits.compiled);
         const std::string what = fmt::format("{} b{} on {}", name, batch, jits.linked->cpu());
         EXPECT_GT(a->stats().gemmRoutinesLinked, 0) << what;
         EXPECT_EQ(a->stats().gemmRoutinesCompiled, 0) << what << ": routines the prebuilt set lacks";
         EXPECT_EQ(b->stats().gemmRoutinesLinked, 0) << what;
         // A linked driver brings the routines it calls along: the compiled module defines those too.
         EXPECT_GE(b->stats().gemmRoutinesCompiled, a->stats().gemmRoutinesLinked) << what;
-        for (int step = 0; step < 2; ++step) {
-          interp::TensorMap wa = a->run(in), wb = b->run(in);
-          for (const auto& [key, t] : wa)
-            EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << what << " step " << step << " " << key;
-        }
-        interp::TensorMap pa = a->params(), pb = b->params();
-        for (const auto& [key, t] : pa) EXPECT_EQ(std::memcmp(t.data(), pb.at(key).data(), t.bytes()), 0) << what << " " << key;
+        expectSameBits(*a, *b, in, what);
       }
   cpu::JitOptions avx512;
   avx512.cpu = "skylake-avx512";
   cpu::Jit skx(avx512);
   EXPECT_EQ(skx.prebuiltGemmCpu(), "x86-64-v4");
-  ir::Graph g = buildZooModel("cnn", ZooOptions{});
-  passes::buildTrainingStep(g, passes::TrainingStepOptions{});
-  passes::compileGraph(g);
+  const ir::Graph g = adamStep("cnn", 32);
   cpu::ProgramOptions po;
   po.jit = &skx;
   std::unique_ptr<cpu::Program> p = cpu::Program::compile(g, po);
@@ -443,26 +440,16 @@ TEST(CpuBackend, ProgramsComeBackFromTheDiskCache) {
   cpu::JitOptions options;
   options.cacheDir = (dir.path() / "cpu").string();
   for (const char* name : {"mnist_mlp", "cnn"}) {
-    ir::Graph g = buildZooModel(name, ZooOptions{});
-    passes::buildTrainingStep(g, passes::TrainingStepOptions{});
-    passes::compileGraph(g);
+    const ir::Graph g = adamStep(name, 32);
     const interp::TensorMap in = modelInputs(g);
     cpu::Jit first(options), second(options);
-    cpu::ProgramOptions po;
-    po.pool = &pool(2);
-    po.jit = &first;
-    std::unique_ptr<cpu::Program> a = cpu::Program::compile(g, po);
-    po.jit = &second;
-    std::unique_ptr<cpu::Program> b = cpu::Program::compile(g, po);
+    std::unique_ptr<cpu::Program> a = compileWith(g, first);
+    std::unique_ptr<cpu::Program> b = compileWith(g, second);
     EXPECT_FALSE(a->stats().diskHit) << name;
     EXPECT_TRUE(b->stats().diskHit) << name;
     EXPECT_EQ(second.stats().compiles, 0) << name;
     EXPECT_EQ(a->stats().compileParts, b->stats().compileParts) << name;
-    for (int step = 0; step < 2; ++step) {
-      interp::TensorMap wa = a->run(in), wb = b->run(in);
-      for (const auto& [key, t] : wa)
-        EXPECT_EQ(std::memcmp(t.data(), wb.at(key).data(), t.bytes()), 0) << name << " step " << step << " " << key;
-    }
+    expectSameBits(*a, *b, in, name);
   }
 }
 
