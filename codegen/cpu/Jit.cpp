@@ -460,7 +460,8 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
   I.targetMaterial = fmt::format("{}|{}|{}|LLVM {}|", I.triple, I.cpu, I.features, LLVM_VERSION_STRING);
   if (I.prebuilt) {
     I.targetMaterial += I.prebuilt->cpu;
-    I.targetMaterial += std::to_string(llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(I.prebuilt->object, I.prebuilt->objectBytes)));
+    I.targetMaterial +=
+        std::to_string(llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(I.prebuilt->object, I.prebuilt->objectBytes)));
   }
   I.targetKey = hashOf(I.targetMaterial);
 }
@@ -505,19 +506,36 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   // The disk cache (JitOptions::cacheDir): the file is named by the key, and holds a second hash
   // of everything the key covers, which a hit must match.
   std::string diskPath;
-  const std::uint64_t check = llvm::xxHash64(bitcode) ^ (hashOf(I.targetMaterial) * 31) ^ static_cast<std::uint64_t>(options.pipeline);
+  const std::uint64_t check =
+      llvm::xxHash64(bitcode) ^ (hashOf(I.targetMaterial) * 31) ^ static_cast<std::uint64_t>(options.pipeline);
   if (!dump && !I.cacheDir.empty())
     diskPath = (std::filesystem::path(I.cacheDir) / fmt::format("{:016x}.kjit", hash ^ I.targetKey)).string();
   // What is linked: the objects of the module's parts (compiled here, or read from the disk
   // cache), or, when empty, the optimized module itself.
   std::vector<std::string> objects;
-  bool fromDisk = false;
+  auto linkObjects = [&] {
+    std::shared_ptr<CompiledModule> linked = I.link(name, names, [&](llvm::orc::JITDylib& dylib) -> llvm::Error {
+      for (size_t i = 0; i < objects.size(); ++i)
+        if (auto err = I.lljit->addObjectFile(
+                dylib, llvm::MemoryBuffer::getMemBufferCopy(objects[i], fmt::format("{}.part{}", name, i))))
+          return err;
+      return llvm::Error::success();
+    });
+    linked->parts_ = static_cast<int>(objects.size());
+    return linked;
+  };
+  std::shared_ptr<CompiledModule> compiled;
   if (!diskPath.empty()) {
     if (std::optional<std::vector<std::string>> cached = readCachedObjects(diskPath, check)) {
       objects = std::move(*cached);
-      fromDisk = true;
+      try {
+        compiled = linkObjects();
+      } catch (const Error&) {  // an entry that does not link is compiled again and replaced
+        objects.clear();
+      }
     }
   }
+  const bool fromDisk = compiled != nullptr;
   double dumpMs = 0;
   if (!fromDisk) {
     // Dumps show the whole optimized module, so a dumping compile does not split it (the code of
@@ -537,21 +555,13 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
       objects = I.compileParts(name, bitcode, plan, options.pipeline);
     }
     if (!diskPath.empty()) writeCachedObjects(diskPath, check, objects);
-  }
-  std::shared_ptr<CompiledModule> compiled;
-  if (objects.empty()) {
-    compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) {
-      return I.lljit->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(module), I.context));
-    });
-  } else {
-    compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) -> llvm::Error {
-      for (size_t i = 0; i < objects.size(); ++i)
-        if (auto err = I.lljit->addObjectFile(
-                dylib, llvm::MemoryBuffer::getMemBufferCopy(objects[i], fmt::format("{}.part{}", name, i))))
-          return err;
-      return llvm::Error::success();
-    });
-    compiled->parts_ = static_cast<int>(objects.size());
+    if (objects.empty()) {
+      compiled = I.link(name, names, [&](llvm::orc::JITDylib& dylib) {
+        return I.lljit->addIRModule(dylib, llvm::orc::ThreadSafeModule(std::move(module), I.context));
+      });
+    } else {
+      compiled = linkObjects();
+    }
   }
   compiled->hash_ = hash;
   compiled->compileMs_ = msSince(start) - dumpMs;
