@@ -107,6 +107,25 @@ std::string codeCacheDir(std::string_view backend) {
   return (std::filesystem::path(dir) / backend).string();
 }
 
+std::string readCacheFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "";
+  try {
+    return readTextFile(path);
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+void writeCacheFile(const std::string& path, std::string_view bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  try {
+    writeFileAtomically(path, bytes);
+  } catch (const Error&) {
+  }
+}
+
 bool looksLikeElf64(std::string_view bytes) {
   if (bytes.size() < 64 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4) || bytes[4] != 2 || bytes[5] != 1)
     return false;

@@ -25,6 +25,11 @@ void writeFileAtomically(const std::string& path, std::string_view text);
 /// "cuda") when KILN_CACHE_DIR is set and not empty, else "" (no disk cache: it is opt-in).
 std::string codeCacheDir(std::string_view backend);
 
+/// A cache entry's bytes, or "" when the file is missing or cannot be read (a cache miss).
+std::string readCacheFile(const std::string& path);
+/// Writes a cache entry atomically, creating its folder; a failure leaves the cache without it.
+void writeCacheFile(const std::string& path, std::string_view bytes);
+
 /// Whether `bytes` can be a whole 64-bit little-endian ELF image (an object file, a cubin): the
 /// header is there and the section header table lies within the bytes — a cheap check that a
 /// cached image is not truncated or something else.

@@ -5,11 +5,12 @@
 #include "codegen/cpu/PrebuiltGemm.h"
 #include "support/Error.h"
 #include "support/File.h"
+#include "support/Parallel.h"
 
 #include <llvm/ADT/StringExtras.h>
-#include <llvm/Config/llvm-config.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -30,17 +31,11 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <filesystem>
-#include <atomic>
-#include <exception>
 #include <functional>
 #include <optional>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 #include <unordered_set>
 
@@ -156,9 +151,7 @@ constexpr char kCacheMagic[8] = {'K', 'I', 'L', 'N', 'J', 'I', 'T', '1'};
 /// object count, then each object's size and bytes. Nothing when the file is missing, unreadable,
 /// damaged or for other IR (its check hash differs).
 std::optional<std::vector<std::string>> readCachedObjects(const std::string& path, std::uint64_t check) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = readCacheFile(path);
   size_t at = 0;
   auto take = [&](void* to, size_t n) {
     if (bytes.size() - at < n) return false;
@@ -184,7 +177,7 @@ std::optional<std::vector<std::string>> readCachedObjects(const std::string& pat
   return objects;
 }
 
-/// Writes a disk cache entry; a folder that cannot be written leaves the cache unused.
+/// Writes a disk cache entry (a folder that cannot be written leaves the cache unused).
 void writeCachedObjects(const std::string& path, std::uint64_t check, const std::vector<std::string>& objects) {
   std::string bytes(kCacheMagic, 8);
   auto put = [&](const void* from, size_t n) { bytes.append(static_cast<const char*>(from), n); };
@@ -196,12 +189,7 @@ void writeCachedObjects(const std::string& path, std::uint64_t check, const std:
     put(&size, 8);
     bytes += o;
   }
-  try {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    writeFileAtomically(path, bytes);
-  } catch (const Error&) {
-  }
+  writeCacheFile(path, bytes);
 }
 
 }  // namespace
@@ -242,7 +230,6 @@ struct Jit::Impl {
   // The disk cache (JitOptions::cacheDir) and what its keys cover besides a module's IR: the
   // target, LLVM's version and the prebuilt routines a module may call.
   std::string cacheDir;
-  std::string targetMaterial;
   std::uint64_t targetKey = 0;
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
@@ -404,26 +391,12 @@ std::vector<std::string> Jit::Impl::compileParts(const std::string& name, const 
   const size_t threadCount = std::min(parts, static_cast<size_t>(compileThreads));
   for (size_t t = 0; t < threadCount; ++t) worker(t);  // made here: making them is not thread-safe
   std::vector<std::string> objects(parts);
-  std::vector<std::exception_ptr> errors(parts);
-  std::atomic<size_t> next{0};
-  auto work = [&](size_t t) {
-    for (size_t i = next++; i < parts; i = next++) {
-      try {
-        llvm::LLVMContext ctx;
-        std::unique_ptr<llvm::Module> m = loadPart(llvm::MemoryBufferRef(bitcode, name), plan, static_cast<int>(i), ctx);
-        optimize(*m, pipeline, *workerMachines[t]);
-        objects[i] = emitObject(*m, *workerMachines[t]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < threadCount; ++t) threads.emplace_back(work, t);
-  work(0);
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  forEachItem(parts, threadCount, [&](size_t i, size_t t) {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> m = loadPart(llvm::MemoryBufferRef(bitcode, name), plan, static_cast<int>(i), ctx);
+    optimize(*m, pipeline, *workerMachines[t]);
+    objects[i] = emitObject(*m, *workerMachines[t]);
+  });
   return objects;
 }
 
@@ -436,8 +409,7 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
   I.features = jtmb.getFeatures().getString();
   I.tm = unwrap(jtmb.createTargetMachine(), "cannot create the LLVM target machine");
   I.builder = jtmb;
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  I.compileThreads = options.compileThreads > 0 ? options.compileThreads : static_cast<int>(std::min(hardware, 8u));
+  I.compileThreads = options.compileThreads > 0 ? options.compileThreads : static_cast<int>(compileThreadLimit());
   I.defaultWidth = hasFeature("avx512f") ? 512 : 256;
   I.lljit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                    "cannot create the LLVM JIT");
@@ -457,13 +429,12 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
     }
   }
   I.cacheDir = options.cacheDir;
-  I.targetMaterial = fmt::format("{}|{}|{}|LLVM {}|", I.triple, I.cpu, I.features, LLVM_VERSION_STRING);
+  std::string target = fmt::format("{}|{}|{}|LLVM {}|", I.triple, I.cpu, I.features, LLVM_VERSION_STRING);
   if (I.prebuilt) {
-    I.targetMaterial += I.prebuilt->cpu;
-    I.targetMaterial +=
-        std::to_string(llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(I.prebuilt->object, I.prebuilt->objectBytes)));
+    target += I.prebuilt->cpu;
+    target += std::to_string(llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(I.prebuilt->object, I.prebuilt->objectBytes)));
   }
-  I.targetKey = hashOf(I.targetMaterial);
+  I.targetKey = hashOf(target);
 }
 
 Jit::~Jit() = default;
@@ -506,10 +477,11 @@ std::shared_ptr<const CompiledModule> Jit::compile(std::unique_ptr<llvm::Module>
   // The disk cache (JitOptions::cacheDir): the file is named by the key, and holds a second hash
   // of everything the key covers, which a hit must match.
   std::string diskPath;
-  const std::uint64_t check =
-      llvm::xxHash64(bitcode) ^ (hashOf(I.targetMaterial) * 31) ^ static_cast<std::uint64_t>(options.pipeline);
-  if (!dump && !I.cacheDir.empty())
+  std::uint64_t check = 0;
+  if (!dump && !I.cacheDir.empty()) {
     diskPath = (std::filesystem::path(I.cacheDir) / fmt::format("{:016x}.kjit", hash ^ I.targetKey)).string();
+    check = llvm::xxHash64(bitcode) ^ (I.targetKey * 31) ^ static_cast<std::uint64_t>(options.pipeline);
+  }
   // What is linked: the objects of the module's parts (compiled here, or read from the disk
   // cache), or, when empty, the optimized module itself.
   std::vector<std::string> objects;

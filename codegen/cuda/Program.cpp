@@ -10,6 +10,7 @@
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
 #include "support/File.h"
+#include "support/Parallel.h"
 
 #include <fmt/format.h>
 
@@ -23,7 +24,6 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <unordered_map>
 
 namespace kiln::cuda {
@@ -40,13 +40,9 @@ uint64_t hashText(const std::string& s) {
   return h;
 }
 
-/// NVRTC output by source hash: programs built again in one process (an inference graph per batch
-/// size in `kiln train`, benchmarks) compile once.
 /// NVRTC parses the prelude again for every part (about 0.1 s of a cold compile on the development
 /// machine, where a 5 KB GEMM kernel takes 0.3–0.6 s): parts hold at least this much kernel code.
 constexpr size_t kPartCodeBytes = 8 << 10;
-/// Parts of a program compiled side by side at most (NVRTC compiles distinct programs concurrently).
-const size_t kCompileThreads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
 
 /// The layout's kernels (indices) in at most `most` parts of at least kPartCodeBytes of code each,
 /// balanced by code size: largest first, each into the lightest part; each part in layout order.
@@ -69,6 +65,8 @@ std::vector<std::vector<size_t>> splitKernels(const std::vector<RenderedKernel>&
   return parts;
 }
 
+/// NVRTC output by source hash: programs built again in one process (an inference graph per batch
+/// size in `kiln train`, benchmarks) compile once.
 struct CodeCache {
   std::mutex mutex;
   std::unordered_map<uint64_t, std::shared_ptr<const CompiledCuda>> entries;
@@ -190,11 +188,7 @@ struct Program::Impl {
     if (!options.cacheDir.empty()) {
       cached = fs::path(options.cacheDir) / fmt::format("{:016x}.cubin", key);
       // An entry that is not a whole cubin (damaged, truncated) is compiled again and replaced.
-      std::string bytes;
-      try {
-        if (fs::exists(cached)) bytes = readTextFile(cached.string());
-      } catch (const Error&) {
-      }
+      const std::string bytes = readCacheFile(cached.string());
       if (looksLikeElf64(bytes)) {
         auto c = std::make_shared<CompiledCuda>();
         c->cubin.assign(bytes.begin(), bytes.end());
@@ -204,14 +198,7 @@ struct Program::Impl {
     }
     hit = false;
     auto c = std::make_shared<CompiledCuda>(compileCuda(source, unit, arch));
-    if (!cached.empty()) {  // a folder that cannot be written leaves the cache unused
-      try {
-        std::error_code ec;
-        fs::create_directories(cached.parent_path(), ec);
-        writeFileAtomically(cached.string(), std::string(c->cubin.begin(), c->cubin.end()));
-      } catch (const Error&) {
-      }
-    }
+    if (!cached.empty()) writeCacheFile(cached.string(), std::string_view(c->cubin.data(), c->cubin.size()));
     std::lock_guard<std::mutex> lock(cache.mutex);
     return cache.entries.emplace(key, c).first->second;
   }
@@ -347,31 +334,18 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   // NVRTC, in parts side by side (one when dumping: program.ptx is the whole program's), a module
   // each; a part's translation unit is the prelude and its kernels, as programSource makes it.
   const bool dumping = !options.dumpDir.empty();
-  const std::vector<std::vector<size_t>> parts = splitKernels(L.rendered, dumping ? 1 : kCompileThreads);
+  const std::vector<std::vector<size_t>> parts = splitKernels(L.rendered, dumping ? 1 : compileThreadLimit());
   const std::string unit = I.graph.name().empty() ? "program" : I.graph.name();
   std::vector<std::shared_ptr<const CompiledCuda>> code(parts.size());
   std::vector<char> hits(parts.size(), 0);
-  std::vector<std::exception_ptr> errors(parts.size());
-  auto compilePart = [&](size_t i) {
-    try {
-      bool hit = false;
-      const bool whole = parts.size() == 1;
-      code[i] = I.compileSource(whole ? L.source : programSource(L.rendered, parts[i]),
-                                whole ? unit + ".cu" : fmt::format("{}.part{}.cu", unit, i + 1), I.stats.arch, hit);
-      hits[i] = hit;
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  };
   auto t0 = Clock::now();
-  {
-    std::vector<std::thread> threads;
-    for (size_t i = 1; i < parts.size(); ++i) threads.emplace_back(compilePart, i);
-    compilePart(0);
-    for (std::thread& t : threads) t.join();
-  }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  forEachItem(parts.size(), parts.size(), [&](size_t i, size_t) {
+    bool hit = false;
+    const bool whole = parts.size() == 1;
+    code[i] = I.compileSource(whole ? L.source : programSource(L.rendered, parts[i]),
+                              whole ? unit + ".cu" : fmt::format("{}.part{}.cu", unit, i + 1), I.stats.arch, hit);
+    hits[i] = hit;
+  });
   I.stats.parts = static_cast<int>(parts.size());
   I.stats.cacheHit = std::all_of(hits.begin(), hits.end(), [](char h) { return h != 0; });
   I.stats.nvrtcMs = I.stats.cacheHit ? 0 : msSince(t0);
