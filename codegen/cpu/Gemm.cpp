@@ -54,6 +54,17 @@
 // M split, so that both threads share this phase too). The parts do not depend on the thread
 // count, so neither do the sums.
 //
+// bf16 on AVX512-BF16. Where the CPU has vdpbf16ps (Cooper Lake, Sapphire Rapids, Zen 4), bf16
+// operands are not converted: the strided packings keep them as k pairs, one 32-bit element per
+// panel row and column holding k = 2j in its low half and 2j + 1 in its high half, and the
+// micro-kernel broadcasts a pair of A and multiplies it with 16 pairs of B per vdpbf16ps, which
+// adds both products to each f32 accumulator: twice the multiply-adds of an f32 FMA per
+// instruction, half the packed bytes. The panels keep the f32 layout's room (a panel's k pairs fill
+// its first half) and the f32 blocking; an odd K's last pair has a zero high half. Operands read
+// through convolution windows (GemmPack.cpp) and the small path below still convert to f32.
+// VectorIsa::emulateBf16Dot runs the same path with each vdpbf16ps as two FMAs (the same bits) on
+// any CPU, for the tests.
+//
 // Small M. Products of at most 8 rows (batch-1 inference), and products whose B fits L1 with A
 // read in place, stream B unpacked (GemmSmall.cpp).
 //
@@ -191,6 +202,11 @@ std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
   return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * (isa.f32Lanes * 4 / accBytes(acc))};
 }
 
+bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa) {
+  return (isa.bf16Dot() || isa.emulateBf16Dot) && dtype == DType::bf16 && plan.path != Path::Small &&
+         sharedStrides(f, true) && sharedStrides(f, false);
+}
+
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
   if (takesSmallPath(f)) return smallBlocking(f, acc, isa);
   Blocking p;
@@ -259,6 +275,7 @@ GemmBuilder::GemmBuilder(llvm::Module& module, const std::string& kernelName, co
                          const VectorIsa& target)
     : m(module), ctx(module.getContext()), b(ctx), name(kernelName), kernel(k), isa(target), form(kernels::gemmForm(k)),
       acc(accTypeOf(k)), plan(blockingFor(form, acc, target)), dtype(operandDType(k)),
+      pairs(usesBf16Pairs(form, plan, dtype, target)),
       elt(acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : b.getInt64Ty()),
       vec(llvm::FixedVectorType::get(elt, static_cast<unsigned>(plan.lanes))) {}
 
@@ -386,6 +403,7 @@ llvm::Value* GemmBuilder::sumLanes(llvm::Value* v) {
 std::string GemmBuilder::typeTag() {
   std::string tag = fmt::format("{}.v{}", dtypeName(dtype), plan.lanes);
   if (dtype == DType::f16 && !isa.f16c) tag += ".nof16c";
+  if (pairs) tag += ".pairs";
   return tag;
 }
 
@@ -527,6 +545,11 @@ int64_t contractionScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, 
   const gemm::Blocking p = gemm::blockingFor(kernels::gemmForm(k), accTypeOf(k), isa);
   if (p.items == 0) return 0;
   return p.slotsOffset(kernels::gemmForm(k).batch) + (p.parallel() ? std::max(threads, 1) : 1) * p.slotBytes();
+}
+
+bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa) {
+  const kernels::GemmForm f = kernels::gemmForm(k);
+  return gemm::usesBf16Pairs(f, gemm::blockingFor(f, accTypeOf(k), isa), gemm::operandDType(k), isa);
 }
 
 llvm::Function* emitContraction(llvm::Module& m, const std::string& name, const kernels::Kernel& k,

@@ -23,6 +23,10 @@ AccType accTypeOf(const kernels::Kernel& k);
 /// 0 when the result is empty.
 int64_t contractionScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, int threads);
 
+/// Whether contraction `k` packs its bf16 operands as k pairs for the dot-product micro-kernel
+/// (vdpbf16ps, or its emulation: VectorIsa::emulateBf16Dot) instead of converting them to f32.
+bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa);
+
 /// Emits into `m` the kernel function `name` (KernelAbi.h) for contraction kernel `k`. It computes
 /// the contraction in the GEMM form [batch, M, N] = Σ_K A[batch, M, K] · B[batch, K, N] and calls
 ///

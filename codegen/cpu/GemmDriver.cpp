@@ -489,7 +489,7 @@ llvm::FunctionType* chunkType(llvm::LLVMContext& ctx) {
 
 std::string configTag(GemmBuilder& g) {
   const char* acc = g.acc == AccType::F32 ? "f32" : g.acc == AccType::F64 ? "f64" : "i64";
-  return fmt::format("{}.{}x{}.v{}", acc, g.plan.mr, g.plan.nr, g.plan.lanes);
+  return fmt::format("{}.{}x{}.v{}{}", acc, g.plan.mr, g.plan.nr, g.plan.lanes, microKernelTag(g));
 }
 
 }  // namespace

@@ -59,6 +59,10 @@ struct Blocking {
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
 /// The packed path's register tile MR × NR for an ISA and accumulator type.
 std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc);
+/// Whether contraction `f` of `dtype` operands with blocking `plan` packs them as bf16 k pairs for
+/// the dot-product micro-kernel: bf16 on an ISA with vdpbf16ps (or VectorIsa::emulateBf16Dot), the
+/// packed and SplitK paths, both operands strided (convolution windows are converted to f32).
+bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa);
 
 /// Accumulator elements from one packed panel of `width` rows and kcPad k to the next: the
 /// panel and a vector of `lanes` of slack, which the strided packing's whole-vector stores may
@@ -107,6 +111,10 @@ class GemmBuilder {
   const AccType acc;
   const Blocking plan;
   const DType dtype;           // of both operands
+  // bf16 operands packed as k pairs for the dot-product micro-kernel (vdpbf16ps; usesBf16Pairs):
+  // a panel's row jj holds k = 2·jj (low half) and 2·jj + 1 (high half) of each of its rows in one
+  // 32-bit element, so a panel of kcPad k takes kcPad / 2 rows of the f32 panel's room.
+  const bool pairs;
   llvm::Type* elt;             // the accumulator type
   llvm::FixedVectorType* vec;  // plan.lanes of it
 
@@ -153,7 +161,7 @@ class GemmBuilder {
   /// The sum of the lanes of an accumulator vector, in a fixed order.
   llvm::Value* sumLanes(llvm::Value* v);
 
-  /// A name part that tells the operand dtype, accumulator lanes and f16 conversion apart.
+  /// A name part that tells the operand dtype, accumulator lanes, f16 conversion and bf16 pairs apart.
   std::string typeTag();
 };
 
@@ -224,6 +232,9 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
 /// c[MR × NR] (row stride ldc) = (accumulate ? c : 0) + A panel · B panel over kc steps (a
 /// multiple of kUnroll).
 llvm::Function* microKernel(GemmBuilder& g);
+/// The name part that tells the micro-kernels (and so the drivers that call them) apart beyond
+/// their tile: "" for the FMA kernel, ".bf16dot" or ".bf16dot.emulated" for bf16 pairs.
+std::string microKernelTag(GemmBuilder& g);
 
 /// The packing routine of strided operands whose rows (or k) are contiguous, shared per module
 /// (GemmKernels.cpp).

@@ -15,6 +15,7 @@
 #include "codegen/cpu/GemmEmitter.h"
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 
 #include <fmt/format.h>
@@ -35,6 +36,64 @@ std::vector<int> iota(int first, int count) {
 }
 
 const char* accName(AccType acc) { return acc == AccType::F32 ? "f32" : acc == AccType::F64 ? "f64" : "i64"; }
+
+/// acc += the dot products of bf16 k pairs, lane by lane: one pair of A (broadcast) with the
+/// pairs of B vector j. Natively one vdpbf16ps; emulated, as the instruction computes it, the odd
+/// products first, then the even ones, each added with one rounding (bf16 products are exact in
+/// f32, so two FMAs give the same bits; the instruction also flushes subnormals).
+class PairDot {
+ public:
+  PairDot(GemmBuilder& g, const std::vector<llvm::Value*>& bv) : g_(g), b_(g.b), lanes_(g.plan.lanes) {
+    native_ = g.isa.bf16Dot();
+    for (llvm::Value* v : bv) {
+      if (native_) {
+        bPairs_.push_back(b_.CreateBitCast(v, pairType()));
+        continue;
+      }
+      llvm::Value* bits = b_.CreateBitCast(v, g.withLanes(b_.getInt32Ty(), lanes_));
+      bEven_.push_back(even(bits));
+      bOdd_.push_back(odd(bits));
+    }
+  }
+
+  /// The pair of A (an i32: the even k in its low half) for the next calls.
+  void setA(llvm::Value* pair) {
+    if (native_) {
+      aPair_ = b_.CreateBitCast(g_.splat(lanes_, pair), pairType());
+      return;
+    }
+    aEven_ = g_.splat(lanes_, even(pair));
+    aOdd_ = g_.splat(lanes_, odd(pair));
+  }
+
+  llvm::Value* operator()(int j, llvm::Value* acc) {
+    const size_t at = static_cast<size_t>(j);
+    if (native_)
+      return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512, {}, {acc, aPair_, bPairs_[at]});
+    return g_.mulAdd(aEven_, bEven_[at], g_.mulAdd(aOdd_, bOdd_[at], acc));
+  }
+
+ private:
+  llvm::Type* pairType() { return llvm::FixedVectorType::get(b_.getBFloatTy(), static_cast<unsigned>(2 * lanes_)); }
+  /// The f32 values of the low (even k) and high (odd k) bf16 halves of i32 `bits`.
+  llvm::Value* even(llvm::Value* bits) {
+    return b_.CreateBitCast(b_.CreateShl(bits, g_.constant(bits->getType(), 16)), floats(bits));
+  }
+  llvm::Value* odd(llvm::Value* bits) {
+    return b_.CreateBitCast(b_.CreateAnd(bits, g_.constant(bits->getType(), -65536)), floats(bits));
+  }
+  llvm::Type* floats(llvm::Value* bits) {
+    auto* v = llvm::dyn_cast<llvm::FixedVectorType>(bits->getType());
+    return g_.withLanes(b_.getFloatTy(), v ? static_cast<int>(v->getNumElements()) : 1);
+  }
+
+  GemmBuilder& g_;
+  llvm::IRBuilder<>& b_;
+  const int lanes_;
+  bool native_ = false;
+  std::vector<llvm::Value*> bPairs_, bEven_, bOdd_;
+  llvm::Value *aPair_ = nullptr, *aEven_ = nullptr, *aOdd_ = nullptr;
+};
 
 /// The body of one micro-kernel (see microKernel).
 void emitMicroKernel(GemmBuilder& g, llvm::Function* f) {
@@ -69,9 +128,20 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f) {
   auto element = [&](llvm::Value* base, int offset) {
     return b.CreateConstInBoundsGEP1_64(g.elt, base, static_cast<uint64_t>(offset));
   };
-  for (int u = 0; u < kUnroll; ++u) {
+  // Panel rows per iteration: kUnroll k, or kUnroll / 2 rows of k pairs.
+  const int steps = g.pairs ? kUnroll / 2 : kUnroll;
+  for (int u = 0; u < steps; ++u) {
     std::vector<llvm::Value*> bv;
     for (int j = 0; j < nv; ++j) bv.push_back(b.CreateAlignedLoad(g.vec, element(pb, u * nr + j * lanes), vecAlign));
+    if (g.pairs) {
+      PairDot dot(g, bv);
+      for (int i = 0; i < mr; ++i) {
+        llvm::Value* pair = b.CreateAlignedLoad(b.getInt32Ty(), element(pa, u * mr + i), g.eltAlign());
+        dot.setA(pair);
+        for (int j = 0; j < nv; ++j) acc[i * nv + j] = dot(j, acc[i * nv + j]);
+      }
+      continue;
+    }
     for (int i = 0; i < mr; ++i) {
       llvm::Value* av = g.splat(lanes, b.CreateAlignedLoad(g.elt, element(pa, u * mr + i), g.eltAlign()));
       for (int j = 0; j < nv; ++j) acc[i * nv + j] = g.mulAdd(av, bv[j], acc[i * nv + j]);
@@ -79,8 +149,8 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f) {
   }
   llvm::Value* nextK = b.CreateAdd(kk, g.i64(kUnroll), "", /*HasNUW=*/true, /*HasNSW=*/true);
   kk->addIncoming(nextK, body);
-  pa->addIncoming(element(pa, kUnroll * mr), body);
-  pb->addIncoming(element(pb, kUnroll * nr), body);
+  pa->addIncoming(element(pa, steps * mr), body);
+  pb->addIncoming(element(pb, steps * nr), body);
   for (int i = 0; i < mr * nv; ++i) phis[i]->addIncoming(acc[i], body);
   b.CreateCondBr(b.CreateICmpSLT(nextK, kc), body, done)->setMetadata(llvm::LLVMContext::MD_loop, g.loopAsWritten());
 
@@ -136,46 +206,28 @@ class StridedPacker {
   }
 
   void rowsContiguous() {
-    llvm::Type* type = g_.withLanes(store_, l_);
     // Full panels whose partial chunk may be loaded as a whole vector (it reads the next panel's
     // first rows, which exist), then those near the end that load it masked.
     llvm::Value* reach = b_.CreateAdd(wholeChunks_, g_.i64(l_));
-    llvm::Value* safe = b_.CreateSelect(
+    safe_ = b_.CreateSelect(
         b_.CreateICmpSGE(rows_, reach),
         g_.min(full_, b_.CreateAdd(divideByWidth(b_.CreateSub(rows_, reach)), g_.i64(1))), g_.i64(0), "safe");
-    g_.loop(g_.i64(0), kc_, 1, "kk", [&](llvm::Value* kk) {
-      llvm::Value* row = g_.at(store_, src_, b_.CreateMul(kk, ld_));
-      llvm::Value* ahead = b_.CreateGEP(store_, row, b_.CreateMul(g_.i64(kPrefetchRows), ld_));
-      auto panel = [&](llvm::Value* p, bool masked) {
-        llvm::Value* first = b_.CreateMul(p, w_);
-        llvm::Value* from = g_.at(store_, row, first);
-        llvm::Value* to = panelRow(p, kk);
-        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                           {b_.CreateGEP(store_, ahead, first), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-        g_.loop(g_.i64(0), wholeChunks_, l_, "chunk", [&](llvm::Value* c) {
-          llvm::Value* v = b_.CreateAlignedLoad(type, g_.at(store_, from, c), g_.storeAlign());
-          b_.CreateAlignedStore(g_.toAcc(v, l_), g_.at(g_.elt, to, c), g_.eltAlign());
-        });
-        when(b_.CreateICmpNE(partial_, g_.i64(0)), [&] {
-          llvm::Value* at = g_.at(store_, from, wholeChunks_);
-          llvm::Value* v = masked ? maskedLoad(type, at, below(partial_))
-                                  : static_cast<llvm::Value*>(b_.CreateAlignedLoad(type, at, g_.storeAlign()));
-          b_.CreateAlignedStore(g_.toAcc(v, l_), g_.at(g_.elt, to, wholeChunks_), g_.eltAlign());
-        });
-      };
-      g_.loop(g_.i64(0), safe, 1, "panel", [&](llvm::Value* p) { panel(p, false); });
-      g_.loop(safe, full_, 1, "panel.end", [&](llvm::Value* p) { panel(p, true); });
-      when(b_.CreateICmpNE(rem_, g_.i64(0)), [&] {  // the partial panel: rows below rem
-        llvm::Value* from = g_.at(store_, row, b_.CreateMul(full_, w_));
-        llvm::Value* to = panelRow(full_, kk);
-        g_.loop(g_.i64(0), w_, l_, "chunk", [&](llvm::Value* c) {
-          llvm::Value* v = maskedLoad(type, g_.at(store_, from, c), below(b_.CreateSub(rem_, c)));
-          b_.CreateAlignedStore(g_.toAcc(v, l_), g_.at(g_.elt, to, c), g_.eltAlign());
-        });
+    llvm::Value* filled = kc_;  // panel rows holding data, the rest zero
+    if (!g_.pairs) {
+      g_.loop(g_.i64(0), kc_, 1, "kk", [&](llvm::Value* kk) { packRow(kk, sourceRow(kk), nullptr); });
+    } else {
+      // Rows 2·jj and 2·jj + 1 into panel row jj; an odd kc's last row pairs with zeros.
+      llvm::Value* half = b_.CreateLShr(kc_, g_.i64(1), "half");
+      g_.loop(g_.i64(0), half, 1, "jj", [&](llvm::Value* jj) {
+        llvm::Value* first = sourceRow(b_.CreateShl(jj, g_.i64(1)));
+        packRow(jj, first, g_.at(store_, first, ld_));
       });
-    });
+      when(b_.CreateICmpNE(b_.CreateAnd(kc_, g_.i64(1)), g_.i64(0)),
+           [&] { packRow(half, sourceRow(b_.CreateShl(half, g_.i64(1))), nullptr); });
+      filled = b_.CreateLShr(b_.CreateAdd(kc_, g_.i64(1)), g_.i64(1));
+    }
     llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
-    g_.loop(kc_, kcPad_, 1, "kk.pad", [&](llvm::Value* kk) {
+    g_.loop(filled, panelRows(), 1, "kk.pad", [&](llvm::Value* kk) {
       g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
         llvm::Value* to = panelRow(p, kk);
         g_.loop(g_.i64(0), w_, l_, "chunk", [&](llvm::Value* c) {
@@ -187,27 +239,31 @@ class StridedPacker {
   }
 
   void kContiguous() {
-    llvm::Value* kcMain = b_.CreateAnd(kc_, g_.i64(~int64_t{l_ - 1}));
+    // Panel rows read as whole transposed blocks: k (or k pairs, 32 bits each) of full blocks of
+    // l; the rest element by element.
+    llvm::Value* blockRows = g_.pairs ? b_.CreateLShr(kc_, g_.i64(1)) : kc_;
+    llvm::Value* kcMain = b_.CreateAnd(blockRows, g_.i64(~int64_t{l_ - 1}));
     g_.loop(g_.i64(0), full_, 1, "panel", [&](llvm::Value* p) {
       g_.loop(g_.i64(0), kcMain, l_, "kk", [&](llvm::Value* kk) {
         // The partial block first: its spills into the next rows' first columns are overwritten.
         when(b_.CreateICmpNE(partial_, g_.i64(0)), [&] { transposed(p, kk, wholeChunks_, partial_); });
         g_.loop(g_.i64(0), wholeChunks_, l_, "block", [&](llvm::Value* r0) { transposed(p, kk, r0, nullptr); });
       });
-      g_.loop(kcMain, kcPad_, 1, "kk.tail", [&](llvm::Value* kk) { byElements(p, kk, w_); });
+      g_.loop(kcMain, panelRows(), 1, "kk.tail", [&](llvm::Value* kk) { byElements(p, kk, w_); });
     });
     // The partial panel: zeros, then its rows' k one by one (a strided store each).
     when(b_.CreateICmpNE(rem_, g_.i64(0)), [&] {
       llvm::Value* panel = g_.at(g_.elt, dst_, b_.CreateMul(full_, panelElements_));
-      g_.loop(g_.i64(0), b_.CreateMul(kcPad_, w_), l_, "zero", [&](llvm::Value* i) {
+      g_.loop(g_.i64(0), b_.CreateMul(panelRows(), w_), l_, "zero", [&](llvm::Value* i) {
         b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.vec), g_.at(g_.elt, panel, i), g_.eltAlign());
       });
+      llvm::Value* filled = g_.pairs ? b_.CreateLShr(b_.CreateAdd(kc_, g_.i64(1)), g_.i64(1)) : kc_;
       g_.loop(g_.i64(0), rem_, 1, "r", [&](llvm::Value* r) {
         llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateAdd(b_.CreateMul(full_, w_), r), ld_));
         llvm::Value* to = g_.at(g_.elt, panel, r);
-        g_.loop(g_.i64(0), kc_, 1, "k", [&](llvm::Value* kk) {
-          llvm::Value* x = b_.CreateAlignedLoad(store_, g_.at(store_, from, kk), g_.storeAlign());
-          b_.CreateAlignedStore(g_.toAcc(x, 1), g_.at(g_.elt, to, b_.CreateMul(kk, w_)), g_.eltAlign());
+        g_.loop(g_.i64(0), filled, 1, "k", [&](llvm::Value* kk) {
+          b_.CreateAlignedStore(element(from, kk, b_.getTrue()), g_.at(g_.elt, to, b_.CreateMul(kk, w_)),
+                                g_.eltAlign());
         });
       });
     });
@@ -215,6 +271,74 @@ class StridedPacker {
   }
 
  private:
+  /// Source row k (rows contiguous): its first element.
+  llvm::Value* sourceRow(llvm::Value* k) { return g_.at(store_, src_, b_.CreateMul(k, ld_)); }
+
+  /// Panel rows of a panel: kcPad, or kcPad / 2 rows of k pairs.
+  llvm::Value* panelRows() { return g_.pairs ? b_.CreateLShr(kcPad_, g_.i64(1)) : kcPad_; }
+
+  /// Panel row kk of every panel from source row `row` (rows contiguous), or with bf16 pairs from
+  /// rows `row` and `second`, interleaved (`second` null: zeros).
+  void packRow(llvm::Value* kk, llvm::Value* row, llvm::Value* second) {
+    llvm::Type* type = g_.withLanes(store_, l_);
+    auto chunk = [&](llvm::Value* offset, llvm::Value* mask) -> llvm::Value* {
+      auto load = [&](llvm::Value* base) -> llvm::Value* {
+        llvm::Value* at = g_.at(store_, base, offset);
+        return mask ? maskedLoad(type, at, mask) : b_.CreateAlignedLoad(type, at, g_.storeAlign());
+      };
+      if (!g_.pairs) return g_.toAcc(load(row), l_);
+      llvm::Value* high = second ? load(second) : llvm::Constant::getNullValue(type);
+      std::vector<int> interleave;
+      for (int i = 0; i < l_; ++i) interleave.push_back(i), interleave.push_back(l_ + i);
+      return b_.CreateBitCast(b_.CreateShuffleVector(load(row), high, interleave), g_.vec);
+    };
+    auto panel = [&](llvm::Value* p, bool masked) {
+      llvm::Value* first = b_.CreateMul(p, w_);
+      llvm::Value* to = panelRow(p, kk);
+      for (llvm::Value* r : {row, second}) {
+        if (!r) continue;
+        llvm::Value* ahead = b_.CreateGEP(store_, r, b_.CreateMul(g_.i64(kPrefetchRows), ld_));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                           {b_.CreateGEP(store_, ahead, first), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      }
+      g_.loop(g_.i64(0), wholeChunks_, l_, "chunk", [&](llvm::Value* c) {
+        b_.CreateAlignedStore(chunk(b_.CreateAdd(first, c), nullptr), g_.at(g_.elt, to, c), g_.eltAlign());
+      });
+      when(b_.CreateICmpNE(partial_, g_.i64(0)), [&] {
+        llvm::Value* v = chunk(b_.CreateAdd(first, wholeChunks_), masked ? below(partial_) : nullptr);
+        b_.CreateAlignedStore(v, g_.at(g_.elt, to, wholeChunks_), g_.eltAlign());
+      });
+    };
+    g_.loop(g_.i64(0), safe_, 1, "panel", [&](llvm::Value* p) { panel(p, false); });
+    g_.loop(safe_, full_, 1, "panel.end", [&](llvm::Value* p) { panel(p, true); });
+    when(b_.CreateICmpNE(rem_, g_.i64(0)), [&] {  // the partial panel: rows below rem
+      llvm::Value* first = b_.CreateMul(full_, w_);
+      llvm::Value* to = panelRow(full_, kk);
+      g_.loop(g_.i64(0), w_, l_, "chunk", [&](llvm::Value* c) {
+        llvm::Value* v = chunk(b_.CreateAdd(first, c), below(b_.CreateSub(rem_, c)));
+        b_.CreateAlignedStore(v, g_.at(g_.elt, to, c), g_.eltAlign());
+      });
+    });
+  }
+
+  /// Panel row kk's element of the row (k contiguous) that starts at `from`, in the accumulator
+  /// type: k = kk, or the k pair 2·kk, 2·kk + 1; zero where `valid` is false or k is past kc (no
+  /// element past kc is read).
+  llvm::Value* element(llvm::Value* from, llvm::Value* kk, llvm::Value* valid) {
+    auto read = [&](llvm::Value* k) -> llvm::Value* {
+      llvm::Value* ok = b_.CreateAnd(valid, b_.CreateICmpSLT(k, kc_));
+      llvm::Value* x = b_.CreateAlignedLoad(store_, g_.at(store_, from, b_.CreateSelect(ok, k, g_.i64(0))),
+                                            g_.storeAlign());
+      return b_.CreateSelect(ok, x, llvm::Constant::getNullValue(store_));
+    };
+    if (!g_.pairs) return g_.toAcc(read(kk), 1);
+    llvm::Value* k = b_.CreateShl(kk, g_.i64(1));
+    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Value* low = b_.CreateZExt(read(k), i32);
+    llvm::Value* high = b_.CreateShl(b_.CreateZExt(read(b_.CreateAdd(k, g_.i64(1))), i32), 16);
+    return b_.CreateBitCast(b_.CreateOr(low, high), g_.elt);
+  }
+
   /// The lane mask lane < n (n an i64 of small magnitude, negative too), compared in i32.
   llvm::Value* below(llvm::Value* n) {
     std::vector<llvm::Constant*> v;
@@ -255,38 +379,37 @@ class StridedPacker {
   /// Panel rows kk … kk + l - 1 of full panel p (k contiguous), columns r0 … r0 + l - 1 (or the
   /// first `count`): `l` k of each row, transposed in registers.
   void transposed(llvm::Value* p, llvm::Value* kk, llvm::Value* r0, llvm::Value* count) {
-    llvm::Value* first =
-        g_.at(store_, src_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(p, w_), r0), ld_), kk));
+    // With bf16 pairs each load reads 32-bit k pairs: l of them from k = 2·kk on.
+    llvm::Value* k = g_.pairs ? b_.CreateShl(kk, g_.i64(1)) : kk;
+    llvm::Value* first = g_.at(store_, src_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(p, w_), r0), ld_), k));
+    llvm::Type* type = g_.withLanes(g_.pairs ? b_.getInt32Ty() : store_, l_);
     std::vector<llvm::Value*> rows;
     for (int r = 0; r < l_; ++r) {
       // Rows past `count` reload row 0; their lanes are not stored.
       llvm::Value* row = count ? b_.CreateSelect(b_.CreateICmpSLT(g_.i64(r), count), g_.i64(r), g_.i64(0)) : g_.i64(r);
       llvm::Value* at = g_.at(store_, first, b_.CreateMul(row, ld_));
-      rows.push_back(g_.toAcc(b_.CreateAlignedLoad(g_.withLanes(store_, l_), at, g_.storeAlign()), l_));
+      llvm::Value* v = b_.CreateAlignedLoad(type, at, g_.storeAlign());
+      rows.push_back(g_.pairs ? b_.CreateBitCast(v, g_.vec) : g_.toAcc(v, l_));
     }
     rows = transposeSquare(b_, std::move(rows));
     // Whole vectors: with `count` columns, each spills into the start of the next panel row,
     // written after it (the panel's whole blocks after its partial one, rows in order), or into the
     // panel's slack.
     llvm::Value* to = g_.at(g_.elt, panelRow(p, kk), r0);
-    for (int k = 0; k < l_; ++k)
-      b_.CreateAlignedStore(rows[static_cast<size_t>(k)], g_.at(g_.elt, to, b_.CreateMul(g_.i64(k), w_)),
+    for (int r = 0; r < l_; ++r)
+      b_.CreateAlignedStore(rows[static_cast<size_t>(r)], g_.at(g_.elt, to, b_.CreateMul(g_.i64(r), w_)),
                             g_.eltAlign());
   }
 
   /// Panel row kk of panel p (k contiguous) element by element: rows below `valid` and k below
   /// kc, zero elsewhere.
   void byElements(llvm::Value* p, llvm::Value* kk, llvm::Value* valid) {
-    llvm::Value* kValid = b_.CreateICmpSLT(kk, kc_);
     llvm::Value* row0 = b_.CreateMul(p, w_);
     llvm::Value* to = panelRow(p, kk);
     g_.loop(g_.i64(0), w_, 1, "r", [&](llvm::Value* r) {
-      llvm::Value* ok = b_.CreateAnd(kValid, b_.CreateICmpSLT(r, valid));
-      llvm::Value* index = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, r), ld_), kk);
-      llvm::Value* x =
-          b_.CreateAlignedLoad(store_, g_.at(store_, src_, b_.CreateSelect(ok, index, g_.i64(0))), g_.storeAlign());
-      x = b_.CreateSelect(ok, g_.toAcc(x, 1), llvm::Constant::getNullValue(g_.elt));
-      b_.CreateAlignedStore(x, g_.at(g_.elt, to, r), g_.eltAlign());
+      llvm::Value* ok = b_.CreateICmpSLT(r, valid);
+      llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateSelect(ok, b_.CreateAdd(row0, r), row0), ld_));
+      b_.CreateAlignedStore(element(from, kk, ok), g_.at(g_.elt, to, r), g_.eltAlign());
     });
   }
 
@@ -296,6 +419,7 @@ class StridedPacker {
   llvm::Type* store_;
   llvm::Value *rows_, *kc_, *kcPad_, *dst_, *src_, *ld_, *w_;
   llvm::Value *full_, *rem_, *panelElements_, *wholeChunks_, *partial_;
+  llvm::Value* safe_ = nullptr;  // rowsContiguous: full panels that load their partial chunk whole
 };
 
 }  // namespace
@@ -334,9 +458,14 @@ llvm::Function* microKernel(GemmBuilder& g) {
   llvm::Type* i64t = g.b.getInt64Ty();
   llvm::Type* ptr = g.b.getPtrTy();
   auto* type = llvm::FunctionType::get(g.b.getVoidTy(), {i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()}, false);
-  const std::string name =
-      fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}", accName(g.acc), g.plan.mr, g.plan.nr, g.plan.lanes);
+  const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
+                                       g.plan.lanes, microKernelTag(g));
   return g.sharedFunction(name, type, [&](llvm::Function* f) { emitMicroKernel(g, f); });
+}
+
+std::string microKernelTag(GemmBuilder& g) {
+  if (!g.pairs) return "";
+  return g.isa.bf16Dot() ? ".bf16dot" : ".bf16dot.emulated";
 }
 
 llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx) {

@@ -231,6 +231,7 @@ struct Jit::Impl {
   // target, LLVM's version and the prebuilt routines a module may call.
   std::string cacheDir;
   std::uint64_t targetKey = 0;
+  bool emulateBf16Dot = false;
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
   void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline, llvm::TargetMachine& machine) const;
@@ -429,6 +430,7 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
     }
   }
   I.cacheDir = options.cacheDir;
+  I.emulateBf16Dot = options.emulateBf16Dot;
   std::string target = fmt::format("{}|{}|{}|LLVM {}|", I.triple, I.cpu, I.features, LLVM_VERSION_STRING);
   if (I.prebuilt) {
     target += I.prebuilt->cpu;
@@ -608,6 +610,8 @@ void Jit::defineSymbol(const std::string& name, const void* address) {
 const std::string& Jit::triple() const { return impl_->triple; }
 const std::string& Jit::cpu() const { return impl_->cpu; }
 const std::string& Jit::features() const { return impl_->features; }
+
+bool Jit::emulatesBf16Dot() const { return impl_->emulateBf16Dot; }
 
 bool Jit::hasFeature(std::string_view feature) const {
   const llvm::MCSubtargetInfo* sti = impl_->tm->getMCSubtargetInfo();

@@ -46,6 +46,9 @@ struct JitOptions {
   /// unused. Empty: modules are cached in memory only. Jit::host() takes $KILN_CACHE_DIR/cpu when
   /// KILN_CACHE_DIR is set.
   std::string cacheDir;
+  /// Programs take the bf16 GEMM's k-pair path with each vdpbf16ps emulated by two FMAs
+  /// (VectorIsa::emulateBf16Dot), so tests can run that path on CPUs without AVX512-BF16.
+  bool emulateBf16Dot = false;
 };
 
 /// Per-module choices.
@@ -159,6 +162,8 @@ class Jit {
   const std::string& features() const;
   /// Whether the target has the named LLVM feature ("avx2", "avx512f", "fma").
   bool hasFeature(std::string_view feature) const;
+  /// JitOptions::emulateBf16Dot.
+  bool emulatesBf16Dot() const;
   /// The preferred vector width used when CompileOptions::preferVectorWidth is 0.
   int defaultPreferVectorWidth() const;
 

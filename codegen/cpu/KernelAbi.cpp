@@ -15,6 +15,7 @@ VectorIsa isaOf(const Jit& jit) {
   isa.f16c = jit.hasFeature("f16c");
   isa.avx512bf16 = jit.hasFeature("avx512bf16");
   isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16");
+  isa.emulateBf16Dot = jit.emulatesBf16Dot();
   return isa;
 }
 

@@ -39,6 +39,13 @@ struct VectorIsa {
   bool avx512 = false;      // avx512f (+bw, vl, dq assumed together on every CPU that has them)
   bool avx512bf16 = false;  // vdpbf16ps
   bool amx = false;         // amx-tile + amx-bf16
+  // The bf16 GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs) on an ISA without vdpbf16ps, each
+  // of its dot products done as two FMAs (the same bits: bf16 products are exact in f32). Set only
+  // by tests, to run that path's packing and micro-kernel on any machine (JitOptions::emulateBf16Dot).
+  bool emulateBf16Dot = false;
+
+  /// vdpbf16ps on vectors of 16 floats: bf16 products on the GEMM's k-pair path, natively.
+  bool bf16Dot() const { return avx512bf16 && avx512; }
   // Limits of the packed GEMM's blocking (Gemm.cpp's blockingFor: the K slice and the rows and
   // columns of a C block); 0 takes the ISA's own. Set only to tune them (kiln_gemm_tune --kc, --mb,
   // --nb, --sweep), never by isaOf.

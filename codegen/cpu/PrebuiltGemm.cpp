@@ -68,14 +68,14 @@ std::vector<Contraction> coveringSet(DType t) {
 }  // namespace
 
 std::string isaKey(const VectorIsa& isa) {
-  return fmt::format("v{}{}{}{}", isa.f32Lanes, isa.fma ? ".fma" : "", isa.f16c ? ".f16c" : "",
-                     isa.avx512 ? ".avx512" : "");
+  return fmt::format("v{}{}{}{}{}", isa.f32Lanes, isa.fma ? ".fma" : "", isa.f16c ? ".f16c" : "",
+                     isa.avx512 ? ".avx512" : "", isa.bf16Dot() ? ".bf16dot" : "");
 }
 
 std::vector<std::string> prebuiltFeatureCandidates() {
   return {"sse2",   "sse3",   "ssse3",    "sse4.1",   "sse4.2",   "popcnt",   "cx16",     "sahf",
           "avx",    "avx2",   "fma",      "f16c",     "bmi",      "bmi2",     "lzcnt",    "movbe",
-          "xsave",  "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"};
+          "xsave",  "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512bf16", "avx512vnni"};
 }
 
 PrebuiltBuild buildPrebuiltGemm(Jit& jit) {

@@ -2,12 +2,14 @@
 // micro-kernel, the strided packings, the small path's row-group kernels; GemmEmitter.h's
 // sharedFunction) depend only on the vector ISA and the element types — the contraction itself
 // is a constant descriptor they read. They are most of a training step's module (60 % of
-// mnist_mlp's optimized IR), so kiln compiles them once, when kiln is built, for three x86-64
+// mnist_mlp's optimized IR), so kiln compiles them once, when kiln is built, for four x86-64
 // levels, and the Jit links a program against them instead of compiling them again:
 //
 //   x86-64      SSE2, 4 f32 lanes
 //   x86-64-v3   AVX2, FMA, F16C (Haswell, Zen): 8 lanes
-//   x86-64-v4   AVX-512 F/BW/CD/DQ/VL (Skylake-X, Sapphire Rapids, Zen 4): 16 lanes
+//   x86-64-v4   AVX-512 F/BW/CD/DQ/VL (Skylake-X, Ice Lake): 16 lanes
+//   cooperlake  x86-64-v4 with AVX512-BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and 5): bf16
+//               products on the k-pair path (vdpbf16ps)
 //
 // The build renders a set of contractions that reaches every shared routine (every path, operand
 // layout, row group and element type) for each level, keeps the shared routines, compiles them as
@@ -40,13 +42,14 @@ struct PrebuiltGemm {
 std::span<const PrebuiltGemm> prebuiltGemmTable();
 
 /// The LLVM CPUs the build compiles the routines for.
-inline constexpr const char* kPrebuiltGemmCpus[] = {"x86-64", "x86-64-v3", "x86-64-v4"};
+inline constexpr const char* kPrebuiltGemmCpus[] = {"x86-64", "x86-64-v3", "x86-64-v4", "cooperlake"};
 
-/// What distinguishes one ISA's shared routines from another's: lanes, FMA, F16C, AVX-512.
+/// What distinguishes one ISA's shared routines from another's: lanes, FMA, F16C, AVX-512,
+/// vdpbf16ps.
 std::string isaKey(const VectorIsa& isa);
 
 /// The x86 features that can differ between CPUs of one vector ISA and that LLVM may use in code
-/// for x86-64-v4 or below: the ones a level's table entry lists when its CPU has them.
+/// for the levels' CPUs: the ones a level's table entry lists when its CPU has them.
 std::vector<std::string> prebuiltFeatureCandidates();
 
 /// One level's routines, made by buildPrebuiltGemm.

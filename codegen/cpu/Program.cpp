@@ -1,5 +1,6 @@
 #include "codegen/cpu/Program.h"
 
+#include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/Jit.h"
 #include "codegen/cpu/KernelAbi.h"
 #include "codegen/cpu/Render.h"
@@ -117,7 +118,10 @@ Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link
   r.module = std::make_unique<llvm::Module>(graph.name().empty() ? "program" : graph.name(), jit.context());
   VectorIsa isa = isaOf(jit);
   if (link) isa.linkedGemm = jit.prebuiltGemm();
-  for (const kernels::Kernel& k : r.kernels) renderKernel(*r.module, k, isa);
+  for (const kernels::Kernel& k : r.kernels) {
+    renderKernel(*r.module, k, isa);
+    stats.bf16PairContractions += k.hasContraction && contractionUsesBf16Pairs(k, isa);
+  }
   stats.renderMs = msSince(t0);
   for (const llvm::Function& f : *r.module)
     if (f.getName().starts_with("kiln.gemm.")) ++(f.isDeclaration() ? stats.gemmRoutinesLinked : stats.gemmRoutinesCompiled);

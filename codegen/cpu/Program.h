@@ -55,6 +55,9 @@ struct ProgramStats {
   // Shared GEMM routines the module calls: linked from the Jit's prebuilt ones (PrebuiltGemm.h),
   // or compiled with it (no prebuilt routines for this target, a dump, `kiln aot`).
   int gemmRoutinesLinked = 0, gemmRoutinesCompiled = 0;
+  // Contractions whose bf16 operands are packed as k pairs for vdpbf16ps (Gemm.h's
+  // contractionUsesBf16Pairs); the others convert bf16 to f32.
+  int bf16PairContractions = 0;
   int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0;
 };
 

@@ -432,6 +432,45 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
   EXPECT_EQ(p->stats().gemmRoutinesCompiled, 0);
 }
 
+// bf16 training steps on the GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs: native on CPUs
+// with AVX512-BF16, where every bf16 program takes it; emulated here, JitOptions::emulateBf16Dot):
+// the amp pass's bf16 graphs of mnist_mlp, tiny_mlp and cnn Adam steps at batch 33 (forward,
+// weight- and input-gradient products on the pair path, odd K included) against the interpreter
+// on the same graph, within bf16's rounding (a product input rounded the other way moves a
+// result by about 2^-8 of its tensor's scale).
+TEST(CpuBackend, Bf16StepsOnTheDotProductPath) {
+  cpu::JitOptions options;
+  options.emulateBf16Dot = true;
+  cpu::Jit jit(options);
+  for (const char* name : {"mnist_mlp", "tiny_mlp", "cnn"}) {
+    ZooOptions o;
+    o.batch = 33;
+    ir::Graph g = buildZooModel(name, o);
+    passes::TrainingStepOptions to;
+    to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+    to.optimizer.eps = 1e-3;  // see ZooTrainingSteps
+    passes::buildTrainingStep(g, to);
+    const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::BF16);
+    interp::TensorMap in = modelInputs(compiled);
+    interp::TensorMap updated;
+    interp::TensorMap want = interp::run(compiled, in, interp::initializeParams(compiled), &updated);
+    std::unique_ptr<cpu::Program> p = compileWith(compiled, jit);
+    EXPECT_GE(p->stats().bf16PairContractions, 1) << name;
+    interp::TensorMap got = p->run(in);
+    interp::TensorMap gotParams = p->params();
+    for (const auto& [key, t] : updated) want.insert_or_assign("param " + key, t);
+    for (const auto& [key, t] : gotParams) got.insert_or_assign("param " + key, t);
+    for (const auto& [key, w] : want) {
+      ASSERT_TRUE(got.count(key)) << name << ": " << key;
+      const rt::HostTensor& r = got.at(key);
+      double scale = 1, worst = 0;  // at least 1: the loss
+      for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.at(i)));
+      for (int64_t i = 0; i < w.numel(); ++i) worst = std::max(worst, std::abs(w.at(i) - r.at(i)));
+      EXPECT_LE(worst, 2e-2 * scale) << name << " " << key;
+    }
+  }
+}
+
 // A Jit with a disk cache (JitOptions::cacheDir; Jit::host() under KILN_CACHE_DIR) loads a
 // program another Jit compiled — its parts' objects, linked against the prebuilt GEMM routines —
 // and computes the same bits.

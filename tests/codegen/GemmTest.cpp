@@ -234,7 +234,7 @@ std::string definition(const std::string& ir, const std::string& name) {
 
 /// Runs compiled kernel `k` (case `c` in dtype `t`) with pools of each of `threads` and compares
 /// with the interpreter; the code is for `isa`.
-void verify(const Compiled& k, const Case& c, DType t, std::initializer_list<int> threads, const VectorIsa& isa) {
+HostTensor verify(const Compiled& k, const Case& c, DType t, std::initializer_list<int> threads, const VectorIsa& isa) {
   SCOPED_TRACE(c.graph(t));
   const ir::Graph& g = k.graph;
   std::mt19937_64 rng(7);
@@ -294,6 +294,7 @@ void verify(const Compiled& k, const Case& c, DType t, std::initializer_list<int
     if (first.numel() == 0) first = out;
     EXPECT_TRUE(out.identical(first)) << "the result depends on the thread count";
   }
+  return first;
 }
 
 /// Runs case `c` in dtype `t` through `jit` with pools of each of `threads` and compares with
@@ -452,6 +453,68 @@ TEST(Gemm, Avx512) {
   check(hostJit(), kConvs[1].forward(), DType::f16, {1}, avx512);
   check(hostJit(), kConvs[2].gradInput(), DType::f64, {1}, avx512);
   check(hostJit(), matmul(7, 33, 300, true, false), DType::i64, {1}, avx512);
+}
+
+// bf16 operands on a CPU with vdpbf16ps (AVX512-BF16) are packed as k pairs, 32 bits each, and
+// multiplied by the dot-product micro-kernel (GemmEmitter.h's usesBf16Pairs). The path runs here
+// emulated (VectorIsa::emulateBf16Dot: the same packing, each vdpbf16ps as the two FMAs it
+// computes) on the host's vectors, AVX-512's 16 lanes and SSE2's 4, over odd K (the last pair half zero),
+// partial panels, every transpose (both packings of both operands), split K and a broadcast batch.
+// Convolution windows and the small path keep converting to f32.
+TEST(Gemm, Bf16PairsEmulated) {
+  for (VectorIsa isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
+    SCOPED_TRACE(fmt::format("{} lanes", isa.f32Lanes));
+    isa.avx512bf16 = false;  // emulated even where this CPU has vdpbf16ps
+    isa.emulateBf16Dot = true;
+    std::string ir;
+    const std::vector<Case> cases{matmul(33, 257, 257),
+                                  matmul(257, 1000, 33, false, true),
+                                  matmul(150, 45, 301, true, false),
+                                  matmul(33, 130, 9001, true, true),
+                                  matmul(100, 128, 784),
+                                  {"{t}[3,1,20,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,20,257]"},
+                                  kConvs[0].forward(),
+                                  matmul(5, 33, 70, false, true)};
+    std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, isa, &ir);
+    EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32."), std::string::npos);
+    EXPECT_NE(ir.find(".bf16dot.emulated("), std::string::npos) << "the pair micro-kernel";
+    EXPECT_NE(ir.find("@kiln.gemm.pack.bf16.v" + std::to_string(isa.f32Lanes) + ".pairs.rows("), std::string::npos);
+    EXPECT_NE(ir.find("@kiln.gemm.pack.bf16.v" + std::to_string(isa.f32Lanes) + ".pairs.k("), std::string::npos);
+    EXPECT_EQ(planOf(cases[3]).path, gemm::Path::SplitK);
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const bool pairs = gemm::usesBf16Pairs(kernels[i].form, gemm::blockingFor(kernels[i].form, AccType::F32, isa),
+                                             DType::bf16, isa);
+      EXPECT_EQ(pairs, i < 6) << cases[i].graph(DType::bf16);
+      verify(kernels[i], cases[i], DType::bf16, {1, 2}, isa);
+    }
+  }
+}
+
+// The native path: compiled for Sapphire Rapids (vdpbf16ps on zmm), and where this CPU has
+// AVX512-BF16, run against the interpreter and bit for bit against the emulation (the same sums
+// in the same order; random operands in [-1, 1] have no subnormal products).
+TEST(Gemm, Bf16DotProducts) {
+  const std::vector<Case> cases{matmul(33, 257, 257, true, false), matmul(257, 100, 33, false, true),
+                                matmul(33, 130, 9001)};
+  auto spr = makeJit("sapphirerapids");
+  const VectorIsa native = isaOf(*spr);
+  ASSERT_TRUE(native.avx512bf16);
+  std::string ir;
+  EXPECT_NO_THROW(compileAll(*spr, cases, DType::bf16, native, &ir));
+  EXPECT_NE(ir.find("@llvm.x86.avx512bf16.dpbf16ps.512("), std::string::npos);
+  EXPECT_NE(ir.find(".bf16dot("), std::string::npos);
+  const VectorIsa host = isaOf(hostJit());
+  if (!host.avx512bf16 || !host.avx512)
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: the native kernels were compiled, not run";
+  VectorIsa emulated = host;
+  emulated.avx512bf16 = false;
+  emulated.emulateBf16Dot = true;
+  std::vector<Compiled> got = compileAll(hostJit(), cases, DType::bf16, host);
+  std::vector<Compiled> want = compileAll(hostJit(), cases, DType::bf16, emulated);
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_TRUE(verify(got[i], cases[i], DType::bf16, {1, 2}, host)
+                    .identical(verify(want[i], cases[i], DType::bf16, {1}, emulated)))
+        << cases[i].graph(DType::bf16);
 }
 
 // M <= 8 streams B unpacked (GemmSmall.cpp): every M from 1 to 8 with odd N and K in every

@@ -36,7 +36,7 @@ class OpKernelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     jit_ = new cpu::Jit();
-    baseline_ = new cpu::Jit({.cpu = "x86-64", .features = "", .cacheDir = ""});
+    baseline_ = new cpu::Jit({.cpu = "x86-64", .features = "", .cacheDir = "", .emulateBf16Dot = false});
     for (cpu::Jit* jit : {jit_, baseline_})
       jit->defineSymbol("kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for));
   }
@@ -425,7 +425,7 @@ TEST_F(OpKernelTest, BaselineX86_64) {
 
 // AVX-512 (sixteen lanes) cannot run here; the kernels must still verify and compile.
 TEST_F(OpKernelTest, Avx512Compiles) {
-  cpu::Jit avx512({.cpu = "skylake-avx512", .features = "", .cacheDir = ""});
+  cpu::Jit avx512({.cpu = "skylake-avx512", .features = "", .cacheDir = "", .emulateBf16Dot = false});
   for (const Pool& p : {kPools[1], kPools[6]})
     for (OpKind op : {OpKind::MaxPool2d, OpKind::AvgPool2d}) {
       std::vector<ir::NamedAttr> attrs = poolAttrs(p);
