@@ -4,10 +4,12 @@
 //
 // Output: one JSON object per line, {"workload", "impl": "kiln", "ms" (median per run), "runs",
 // "compile_ms"}; workloads are named like the anchors': train/MODEL/bB/OPT, infer/MODEL/bB,
-// gemm/{NN,NT,TN}/MxNxK/tT[/bf16], compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same
+// gemm/{NN,NT,TN}/MxNxK/tT[/bf16], train/simplenet/b10000/adam/bf16, compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same
 // programs through a library written by kiln aot).
 //
-//   kiln_bench [--filter SUBSTRING] [--min-seconds S]
+//   kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES]
+//              (--features: compile for the host with these LLVM features on top, e.g. -avx512bf16 to
+//              time bf16 products converted to f32 instead of on the vdpbf16ps path)
 //   kiln_bench --peak-rss     (alone, in a fresh process: the resident set of training simplenet,
 //                              mem/train/simplenet/b10000/adam, as bench/torch_anchor.py's)
 // Threads: KILN_THREADS (default: all hardware threads).
@@ -47,6 +49,9 @@ struct Settings {
   double minSeconds = 1.0;
 };
 
+/// The Jit of every program but the cold-compile rows' (--features); null: Jit::host().
+cpu::Jit* gJit = nullptr;
+
 /// Median milliseconds per run of `program` after two warm-up runs, over at least 5 runs and
 /// `minSeconds`.
 template <typename Run>
@@ -82,12 +87,16 @@ std::unique_ptr<cpu::Program> compile(const ir::Graph& g, double& compileMs, rt:
   passes::compileGraph(compiled);
   cpu::ProgramOptions po;
   po.pool = pool;
+  po.jit = gJit;
   std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled, po);
   compileMs = msSince(t0);
   return p;
 }
 
-ir::Graph model(const std::string& name, int64_t batch, const char* optimizer) {
+/// A zoo model's training step (with `optimizer`, its contractions in `precision`: the step's own
+/// casts and loss scaling, as `kiln train --precision`) or its inference graph.
+ir::Graph model(const std::string& name, int64_t batch, const char* optimizer,
+                passes::Precision precision = passes::Precision::F32) {
   ZooOptions o;
   o.batch = batch;
   o.withLoss = optimizer != nullptr;
@@ -95,16 +104,20 @@ ir::Graph model(const std::string& name, int64_t batch, const char* optimizer) {
   if (optimizer) {
     passes::TrainingStepOptions to;
     to.optimizer.kind = passes::optimizerKindFromName(optimizer);
+    to.precision = precision;
     passes::buildTrainingStep(g, to);
   }
   return g;
 }
 
-void runModel(const Settings& s, const std::string& name, int64_t batch, const char* optimizer) {
+/// train/MODEL/bB/OPT (with "/bf16" for bf16 contractions) or infer/MODEL/bB.
+void runModel(const Settings& s, const std::string& name, int64_t batch, const char* optimizer,
+              passes::Precision precision = passes::Precision::F32) {
   std::string workload = optimizer ? fmt::format("train/{}/b{}/{}", name, batch, optimizer)
                                    : fmt::format("infer/{}/b{}", name, batch);
+  if (precision != passes::Precision::F32) workload += fmt::format("/{}", passes::precisionName(precision));
   if (workload.find(s.filter) == std::string::npos) return;
-  ir::Graph g = model(name, batch, optimizer);
+  ir::Graph g = model(name, batch, optimizer, precision);
   double compileMs = 0;
   std::unique_ptr<cpu::Program> p = compile(g, compileMs);
   auto [ms, runs] = timeRuns(*p, interp::sampleInputs(g), s.minSeconds);
@@ -227,9 +240,12 @@ void peakRss() {
 
 int main(int argc, char** argv) {
   Settings s;
+  std::string features;
+  std::unique_ptr<cpu::Jit> jit;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) s.filter = argv[++i];
     else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) s.minSeconds = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--features") && i + 1 < argc) features = argv[++i];
     else if (!std::strcmp(argv[i], "--peak-rss") && argc == 2) {
       try {
         peakRss();
@@ -239,12 +255,21 @@ int main(int argc, char** argv) {
       }
       return 0;
     } else {
-      std::fprintf(stderr, "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] | kiln_bench --peak-rss\n");
+      std::fprintf(stderr,
+                   "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES] | "
+                   "kiln_bench --peak-rss\n");
       return 2;
     }
   }
   try {
+    if (!features.empty()) {
+      cpu::JitOptions options;
+      options.features = features;
+      jit = std::make_unique<cpu::Jit>(options);
+      gJit = jit.get();
+    }
     runModel(s, "simplenet", 10000, "adam");
+    runModel(s, "simplenet", 10000, "adam", passes::Precision::BF16);
     runModel(s, "mnist_mlp", 100, "adam");
     runModel(s, "tiny_mlp", 64, "sgd");
     runModel(s, "tiny_mlp", 1024, "sgd");

@@ -88,6 +88,9 @@ MODELS = {
 # (model, batch, optimizer) for training steps; (model, batch) for inference. Issue 5's list.
 TRAIN = [("simplenet", 10000, "adam"), ("mnist_mlp", 100, "adam"), ("tiny_mlp", 64, "sgd"),
          ("tiny_mlp", 1024, "sgd"), ("cnn", 64, "adam")]
+# Training steps also timed with bf16 contractions (workload …/bf16): torch.autocast("cpu",
+# bfloat16) around forward and loss, as kiln's --precision bf16 casts the contractions' operands.
+TRAIN_BF16 = [("simplenet", 10000, "adam")]
 INFER = [("mnist_mlp", 1), ("mnist_mlp", 100), ("simplenet", 1), ("simplenet", 10000),
          ("tiny_mlp", 1), ("tiny_mlp", 64), ("tiny_mlp", 1024), ("cnn", 1), ("cnn", 64)]
 
@@ -136,8 +139,9 @@ def time_it(fn, budget_s, warmup=3, min_runs=5, max_runs=1000):
     return statistics.median(times) * 1e3, len(times)
 
 
-def bench_train(name, batch, opt_kind, jit, budget):
-    """Best (ms, runs, variant) of the configurations of one training workload."""
+def bench_train(name, batch, opt_kind, jit, budget, bf16=False):
+    """Best (ms, runs, variant) of the configurations of one training workload (bf16: under
+    autocast to bfloat16, eager only)."""
     best = None
     for foreach in (False, True):
         torch.manual_seed(0)
@@ -151,12 +155,15 @@ def bench_train(name, batch, opt_kind, jit, budget):
 
         def step():
             opt.zero_grad(set_to_none=True)
-            loss = step_fn(x, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = step_fn(x, y)
             loss.backward()
             opt.step()
 
         ms, runs = time_it(step, budget)
         variant = ("trace(forward+loss)" if jit else "eager") + (", foreach" if foreach else "") + ", zero_grad(set_to_none)"
+        if bf16:
+            variant += ", autocast(bfloat16)"
         if best is None or ms < best[0]:
             best = (ms, runs, variant)
     return best
@@ -247,6 +254,12 @@ def main():
             ms, runs, variant = bench_train(name, batch, opt, jit, args.budget)
             emit(workload=workload, impl="torch-jit" if jit else "torch-eager", ms=round(ms, 4), runs=runs,
                  variant=variant, threads=args.threads)
+    for name, batch, opt in TRAIN_BF16:
+        workload = f"train/{name}/b{batch}/{opt}/bf16"
+        if not pattern.search(workload):
+            continue
+        ms, runs, variant = bench_train(name, batch, opt, False, args.budget, bf16=True)
+        emit(workload=workload, impl="torch-eager", ms=round(ms, 4), runs=runs, variant=variant, threads=args.threads)
     for name, batch in INFER:
         workload = f"infer/{name}/b{batch}"
         if not pattern.search(workload):

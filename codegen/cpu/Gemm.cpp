@@ -61,7 +61,9 @@
 // adds both products to each f32 accumulator: twice the multiply-adds of an f32 FMA per
 // instruction, half the packed bytes. The panels keep the f32 layout's room (a panel's k pairs fill
 // its first half) and the f32 blocking; an odd K's last pair has a zero high half. Operands read
-// through convolution windows (GemmPack.cpp) and the small path below still convert to f32.
+// through convolution windows (GemmPack.cpp) and products of at most 8 rows (the small path below)
+// still convert to f32; products that fit L1 take the packed path instead of the small one (its
+// conversions cost 2.5 times the pair path's time on 64 × 32 × 64).
 // VectorIsa::emulateBf16Dot runs the same path with each vdpbf16ps as two FMAs (the same bits) on
 // any CPU, for the tests.
 //
@@ -142,6 +144,11 @@ bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
   p.path = Path::SplitK;
   p.splits = std::min(kSplitsMost, p.kBlocks / kSliceBlocksLeast);
   p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
+  // Parts of equal depth: slices that fill every part (five slices in two parts would be three and
+  // two, the first part's thread the last to finish), each no deeper than before.
+  p.kc = roundUp(ceilDiv(f.k, p.splits * p.sliceBlocks), kUnroll);
+  p.kBlocks = ceilDiv(f.k, p.kc);
+  p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
   p.splits = ceilDiv(p.kBlocks, p.sliceBlocks);  // no empty part
   p.mBlocks = ceilDiv(f.m, p.mb);
   p.nBlocks = ceilDiv(f.n, p.nb);
@@ -207,8 +214,9 @@ bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype
          sharedStrides(f, true) && sharedStrides(f, false);
 }
 
-Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa) {
-  if (takesSmallPath(f)) return smallBlocking(f, acc, isa);
+Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
+  const bool pairs = dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
+  if (takesSmallPath(f, pairs)) return smallBlocking(f, acc, isa);
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
@@ -274,7 +282,7 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
 GemmBuilder::GemmBuilder(llvm::Module& module, const std::string& kernelName, const kernels::Kernel& k,
                          const VectorIsa& target)
     : m(module), ctx(module.getContext()), b(ctx), name(kernelName), kernel(k), isa(target), form(kernels::gemmForm(k)),
-      acc(accTypeOf(k)), plan(blockingFor(form, acc, target)), dtype(operandDType(k)),
+      acc(accTypeOf(k)), plan(blockingFor(form, acc, target, operandDType(k))), dtype(operandDType(k)),
       pairs(usesBf16Pairs(form, plan, dtype, target)),
       elt(acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : b.getInt64Ty()),
       vec(llvm::FixedVectorType::get(elt, static_cast<unsigned>(plan.lanes))) {}
@@ -542,14 +550,15 @@ AccType accTypeOf(const kernels::Kernel& k) {
 }
 
 int64_t contractionScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, int threads) {
-  const gemm::Blocking p = gemm::blockingFor(kernels::gemmForm(k), accTypeOf(k), isa);
+  const gemm::Blocking p = gemm::blockingFor(kernels::gemmForm(k), accTypeOf(k), isa, gemm::operandDType(k));
   if (p.items == 0) return 0;
   return p.slotsOffset(kernels::gemmForm(k).batch) + (p.parallel() ? std::max(threads, 1) : 1) * p.slotBytes();
 }
 
 bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa) {
   const kernels::GemmForm f = kernels::gemmForm(k);
-  return gemm::usesBf16Pairs(f, gemm::blockingFor(f, accTypeOf(k), isa), gemm::operandDType(k), isa);
+  const DType dtype = gemm::operandDType(k);
+  return gemm::usesBf16Pairs(f, gemm::blockingFor(f, accTypeOf(k), isa, dtype), dtype, isa);
 }
 
 llvm::Function* emitContraction(llvm::Module& m, const std::string& name, const kernels::Kernel& k,

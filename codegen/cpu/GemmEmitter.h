@@ -56,7 +56,9 @@ struct Blocking {
   bool parallel() const { return items >= 2 * grain; }
 };
 
-Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
+/// The blocking of contraction `f` of `dtype` operands (the dtype matters only for bf16: see
+/// usesBf16Pairs).
+Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype = DType::f32);
 /// The packed path's register tile MR × NR for an ISA and accumulator type.
 std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc);
 /// Whether contraction `f` of `dtype` operands with blocking `plan` packs them as bf16 k pairs for
@@ -261,7 +263,8 @@ std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
 /// i64 cols, ACC* tile, i64 ldt)`), its row conversion of A (desc::PackRows) and its groups: the
 /// first group's size, repeated up to the last group, which ends at the last row and may overlap
 /// the one before (desc::Group0, Group1; Group1 is 0 when every group is the first's size).
-bool takesSmallPath(const kernels::GemmForm& f);
+/// (`bf16Pairs`: bf16 operands the packed path would multiply as k pairs, which skip the L1 rule.)
+bool takesSmallPath(const kernels::GemmForm& f, bool bf16Pairs = false);
 /// Whether the small path converts B (its k contiguous) into one panel of K rows per item first, to
 /// run the axpy kernels over it: products of more than kSmallM rows (the L1 rule).
 bool smallConvertsB(const kernels::GemmForm& f);

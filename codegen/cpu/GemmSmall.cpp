@@ -326,13 +326,14 @@ bool smallAInPlace(const kernels::GemmForm& f, DType dtype) {
   return accStored && (sharedStrides(f, true)->k == 1 || !dotForm(f));
 }
 
-bool takesSmallPath(const kernels::GemmForm& f) {
+bool takesSmallPath(const kernels::GemmForm& f, bool bf16Pairs) {
   const std::optional<Strides> a = sharedStrides(f, true), b = sharedStrides(f, false);
   if (f.m < 1 || f.n < 1 || !a || !b) return false;
   if (f.m <= kSmallM) return true;
   // A product that fits L1 (see the file comment), in the axpy form: A read in place, transposed or
-  // not; B in place when its n is contiguous, else converted into rows first.
-  return f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && flopsOf(f) < kParallelFlops;
+  // not; B in place when its n is contiguous, else converted into rows first. Not for bf16 that the
+  // packed path multiplies as k pairs: converting A and B to f32 costs more than the pairs save.
+  return !bf16Pairs && f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && flopsOf(f) < kParallelFlops;
 }
 
 bool smallConvertsB(const kernels::GemmForm& f) {

@@ -430,10 +430,29 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
   std::unique_ptr<cpu::Program> p = cpu::Program::compile(g, po);
   EXPECT_GT(p->stats().gemmRoutinesLinked, 0);
   EXPECT_EQ(p->stats().gemmRoutinesCompiled, 0);
+  // A CPU with AVX512-BF16 takes the cooperlake level, whose routines include the bf16 k-pair path.
+  cpu::JitOptions bf16;
+  bf16.cpu = "sapphirerapids";
+  cpu::Jit spr(bf16);
+  EXPECT_EQ(spr.prebuiltGemmCpu(), "cooperlake");
+  po.jit = &spr;
+  for (const char* name : {"mnist_mlp", "cnn"}) {
+    ZooOptions o;
+    o.batch = 64;
+    ir::Graph step = buildZooModel(name, o);
+    passes::TrainingStepOptions to;
+    to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+    to.precision = passes::Precision::BF16;
+    passes::buildTrainingStep(step, to);
+    std::unique_ptr<cpu::Program> q = cpu::Program::compile(passes::compiledCopy(step), po);
+    EXPECT_GT(q->stats().bf16PairContractions, 0) << name;
+    EXPECT_GT(q->stats().gemmRoutinesLinked, 0) << name;
+    EXPECT_EQ(q->stats().gemmRoutinesCompiled, 0) << name;
+  }
 }
 
 // bf16 training steps on the GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs: native on CPUs
-// with AVX512-BF16, where every bf16 program takes it; emulated here, JitOptions::emulateBf16Dot):
+// with AVX512-BF16, where every bf16 program takes it; emulated elsewhere, JitOptions::emulateBf16Dot):
 // the amp pass's bf16 graphs of mnist_mlp, tiny_mlp and cnn Adam steps at batch 33 (forward,
 // weight- and input-gradient products on the pair path, odd K included) against the interpreter
 // on the same graph, within bf16's rounding (a product input rounded the other way moves a

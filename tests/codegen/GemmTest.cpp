@@ -459,8 +459,9 @@ TEST(Gemm, Avx512) {
 // multiplied by the dot-product micro-kernel (GemmEmitter.h's usesBf16Pairs). The path runs here
 // emulated (VectorIsa::emulateBf16Dot: the same packing, each vdpbf16ps as the two FMAs it
 // computes) on the host's vectors, AVX-512's 16 lanes and SSE2's 4, over odd K (the last pair half zero),
-// partial panels, every transpose (both packings of both operands), split K and a broadcast batch.
-// Convolution windows and the small path keep converting to f32.
+// partial panels, every transpose (both packings of both operands), split K, a broadcast batch and
+// a product that fits L1 (whose f32 path is the small one). Convolution windows and products of at
+// most 8 rows keep converting to f32.
 TEST(Gemm, Bf16PairsEmulated) {
   for (VectorIsa isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
     SCOPED_TRACE(fmt::format("{} lanes", isa.f32Lanes));
@@ -473,6 +474,7 @@ TEST(Gemm, Bf16PairsEmulated) {
                                   matmul(33, 130, 9001, true, true),
                                   matmul(100, 128, 784),
                                   {"{t}[3,1,20,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,20,257]"},
+                                  matmul(64, 64, 32, false, true),  // fits L1: packed, not the small path
                                   kConvs[0].forward(),
                                   matmul(5, 33, 70, false, true)};
     std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, isa, &ir);
@@ -482,9 +484,9 @@ TEST(Gemm, Bf16PairsEmulated) {
     EXPECT_NE(ir.find("@kiln.gemm.pack.bf16.v" + std::to_string(isa.f32Lanes) + ".pairs.k("), std::string::npos);
     EXPECT_EQ(planOf(cases[3]).path, gemm::Path::SplitK);
     for (size_t i = 0; i < kernels.size(); ++i) {
-      const bool pairs = gemm::usesBf16Pairs(kernels[i].form, gemm::blockingFor(kernels[i].form, AccType::F32, isa),
-                                             DType::bf16, isa);
-      EXPECT_EQ(pairs, i < 6) << cases[i].graph(DType::bf16);
+      const gemm::Blocking plan = gemm::blockingFor(kernels[i].form, AccType::F32, isa, DType::bf16);
+      const bool pairs = gemm::usesBf16Pairs(kernels[i].form, plan, DType::bf16, isa);
+      EXPECT_EQ(pairs, i < 7) << cases[i].graph(DType::bf16);
       verify(kernels[i], cases[i], DType::bf16, {1, 2}, isa);
     }
   }
