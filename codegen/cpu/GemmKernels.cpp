@@ -12,6 +12,10 @@
 //     transposed in registers `lanes` rows at a time; the K tail element by element, the last,
 //     partial panel zeroed, then its rows copied.
 // Panels are zero-padded to full width and to kcPad (a multiple of the micro-kernel's unroll).
+// With bf16 k pairs (GemmEmitter.h's GemmBuilder::pairs) a panel row holds k = 2j and 2j + 1 of each
+// of its rows in one 32-bit element: the rows-contiguous packing interleaves two source rows, the
+// k-contiguous one loads and transposes 32-bit pairs; an odd kc's last pair gets a zero high half.
+// The micro-kernel then multiplies pairs with vdpbf16ps (PairDot).
 #include "codegen/cpu/GemmEmitter.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -381,7 +385,8 @@ class StridedPacker {
   void transposed(llvm::Value* p, llvm::Value* kk, llvm::Value* r0, llvm::Value* count) {
     // With bf16 pairs each load reads 32-bit k pairs: l of them from k = 2·kk on.
     llvm::Value* k = g_.pairs ? b_.CreateShl(kk, g_.i64(1)) : kk;
-    llvm::Value* first = g_.at(store_, src_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(p, w_), r0), ld_), k));
+    llvm::Value* row0 = b_.CreateAdd(b_.CreateMul(p, w_), r0);
+    llvm::Value* first = g_.at(store_, src_, b_.CreateAdd(b_.CreateMul(row0, ld_), k));
     llvm::Type* type = g_.withLanes(g_.pairs ? b_.getInt32Ty() : store_, l_);
     std::vector<llvm::Value*> rows;
     for (int r = 0; r < l_; ++r) {
