@@ -50,7 +50,7 @@ ExplainGraph explainGraph(const ExplainOptions& o) {
   const passes::Precision precision = passes::precisionFromName(o.precision);
   passes::PassContext ctx;
   ctx.warn = [&](const std::string& w) { out.warnings.push_back(w); };
-  const bool file = o.model.ends_with(".kir") || std::filesystem::exists(o.model);
+  const bool file = namesKirFile(o.model);
   if (file) {
     KILN_CHECK(!o.train, "--train applies to zoo models; a .kir file is explained as it is (export a training step "
                          "with `kiln export MODEL --train`)");

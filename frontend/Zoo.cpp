@@ -4,6 +4,8 @@
 
 #include "frontend/Kiln.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <functional>
 
 namespace kiln {
@@ -147,6 +149,13 @@ std::vector<std::string> zooModelNames() {
   std::vector<std::string> names;
   for (const ZooEntry& e : zoo()) names.emplace_back(e.name);
   return names;
+}
+
+bool namesKirFile(const std::string& model) {
+  if (model.ends_with(".kir")) return true;
+  if (!std::filesystem::exists(model)) return false;
+  const std::vector<std::string> zoo = zooModelNames();
+  return std::find(zoo.begin(), zoo.end(), model) == zoo.end();
 }
 
 Model zooModel(std::string_view name, const ZooOptions& opts) {

@@ -15,6 +15,12 @@ namespace kiln {
 /// tiny_mlp, mnist_mlp, simplenet, cnn, lstm, transformer.
 std::vector<std::string> zooModelNames();
 
+/// Whether a MODEL argument (`kiln aot`, `kiln bench`, `kiln explain`) names a .kir file rather
+/// than a zoo model: it ends in .kir, or it exists on disk and is not a bare zoo model name. `cnn`
+/// stays the zoo model beside a folder or file of that name (an earlier export's output folder);
+/// `./cnn` is the file.
+bool namesKirFile(const std::string& model);
+
 struct ZooOptions {
   int64_t batch = 32;
   /// Adds the label/target input and a `loss` output (mean reduction) next to the prediction.

@@ -59,7 +59,7 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
     eo.dumpDir = dumpDirectory(o->dumpDir);
     const passes::Precision precision = passes::precisionFromName(o->precision);
     ir::Graph graph;
-    const bool file = o->model.ends_with(".kir") || std::filesystem::exists(o->model);
+    const bool file = namesKirFile(o->model);
     if (file) {
       KILN_CHECK(!o->train, "--train applies to zoo models; a .kir file is exported as it is (export a training "
                             "step with `kiln export MODEL --train`)");

@@ -83,7 +83,7 @@ std::vector<std::string> parseTargets(const std::string& text) {
 
 /// The graph to benchmark at `batch`: a zoo model's inference or training step, or a .kir file.
 ir::Graph graphFor(const Options& o, int64_t batch) {
-  if (o.model.ends_with(".kir") || std::filesystem::exists(o.model)) return ir::parseGraphFile(o.model);
+  if (namesKirFile(o.model)) return ir::parseGraphFile(o.model);
   Model spec = zooModel(o.model, {.batch = batch, .seed = o.seed});
   if (!o.train) return buildInference(spec, batch);
   passes::TrainingStepOptions to;
@@ -164,7 +164,7 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
   commands.emplace_back(cmd, [o] {
     const std::vector<int64_t> batches = parseBatches(o->batches);
     std::vector<std::string> targets = parseTargets(o->targets);
-    const bool kir = o->model.ends_with(".kir") || std::filesystem::exists(o->model);
+    const bool kir = namesKirFile(o->model);
     KILN_CHECK(!(kir && o->train), "--train applies to zoo models; export a training step with `kiln export --train`");
     KILN_CHECK(!kir || batches.size() == 1, "a .kir file has one batch size: give one --batch (its own)");
 
