@@ -209,14 +209,19 @@ std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
   return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * (isa.f32Lanes * 4 / accBytes(acc))};
 }
 
+namespace {
+/// bf16 operands on an ISA that multiplies k pairs (natively or emulated).
+bool pairsAvailable(DType dtype, const VectorIsa& isa) {
+  return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
+}
+}  // namespace
+
 bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa) {
-  return (isa.bf16Dot() || isa.emulateBf16Dot) && dtype == DType::bf16 && plan.path != Path::Small &&
-         sharedStrides(f, true) && sharedStrides(f, false);
+  return pairsAvailable(dtype, isa) && plan.path != Path::Small && sharedStrides(f, true) && sharedStrides(f, false);
 }
 
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
-  const bool pairs = dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
-  if (takesSmallPath(f, pairs)) return smallBlocking(f, acc, isa);
+  if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
