@@ -16,10 +16,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -169,6 +173,46 @@ TEST(Jit, CompilesAndCallsAScalarFunction) {
   EXPECT_GT(compiled->compileMs(), 0.0);
   EXPECT_EQ(jit.stats().compiles, 1);
   EXPECT_EQ(jit.stats().compileMs, compiled->compileMs());
+}
+
+// KILN_PERF_MAP=1: every function a module defines, internal ones included, is named in
+// /tmp/perf-PID.map at the address it was linked to, for `perf report`.
+TEST(Jit, WritesAPerfMapOnRequest) {
+  const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+  std::filesystem::remove(path);
+  ::setenv("KILN_PERF_MAP", "1", 1);
+  Jit jit;
+  ::unsetenv("KILN_PERF_MAP");
+  auto m = newModule(jit, "perf");
+  llvm::IRBuilder<> b(jit.context());
+  auto* f32 = b.getFloatTy();
+  auto* type = llvm::FunctionType::get(f32, {f32, f32}, false);
+  auto* helper = llvm::Function::Create(type, llvm::Function::InternalLinkage, "kiln.test.perf_helper", *m);
+  helper->addFnAttr(llvm::Attribute::NoInline);
+  b.SetInsertPoint(llvm::BasicBlock::Create(jit.context(), "entry", helper));
+  b.CreateRet(b.CreateFMul(helper->getArg(0), helper->getArg(1)));
+  auto* outer = llvm::Function::Create(type, llvm::Function::ExternalLinkage, "outer", *m);
+  b.SetInsertPoint(llvm::BasicBlock::Create(jit.context(), "entry", outer));
+  b.CreateRet(b.CreateFAdd(b.CreateCall(helper, {outer->getArg(0), outer->getArg(1)}),
+                           llvm::ConstantFP::get(f32, 1.0)));
+  auto compiled = jit.compile(std::move(m));
+  auto fn = compiled->fn<float(float, float)>("outer");
+  EXPECT_EQ(fn(2.0f, 3.0f), 7.0f);
+
+  std::istringstream lines(kiln::readTextFile(path));
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> named;  // name → address, size
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string address, size, name;
+    fields >> address >> size >> name;
+    named[name] = {std::stoull(address, nullptr, 16), std::stoull(size, nullptr, 16)};
+  }
+  std::filesystem::remove(path);
+  ASSERT_TRUE(named.count("outer")) << "no 'outer' in " << path;
+  ASSERT_TRUE(named.count("kiln.test.perf_helper")) << "no internal function in " << path;
+  EXPECT_EQ(named["outer"].first, reinterpret_cast<std::uintptr_t>(fn));
+  EXPECT_GT(named["outer"].second, 0u);
+  EXPECT_GT(named["kiln.test.perf_helper"].second, 0u);
 }
 
 TEST(Jit, DescribesItsTarget) {
