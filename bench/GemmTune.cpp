@@ -5,7 +5,7 @@
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
 //
-//   kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--sweep] [M N K [ta tb] | conv N C H W O K]
+//   kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]
 //
 // --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
 // the rows and the columns of a C block, rounded to the register tile); --sweep runs each shape
@@ -142,6 +142,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
                                  compiled->compileMs());
   if (isa.gemmKc || isa.gemmMb || isa.gemmNb)
     line += fmt::format("  kc {:4} mb {:4} nb {:4}", isa.gemmKc, isa.gemmMb, isa.gemmNb);
+  if (isa.gemmMr || isa.gemmNr) line += fmt::format("  tile {}x{}", isa.gemmMr, isa.gemmNr);
   const double flops = s.flops;
   for (int threads : {1, 2}) {
     rt::ThreadPool pool(threads);
@@ -187,7 +188,7 @@ void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
+  fmt::print(stderr, "usage: kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
   return 2;
 }
 
@@ -208,6 +209,11 @@ int main(int argc, char** argv) {
       const int64_t v = std::atoll(argv[++i]);
       if (v <= 0) return usage();
       (a == "--kc" ? isa.gemmKc : a == "--mb" ? isa.gemmMb : isa.gemmNb) = v;
+    } else if (a == "--mr" || a == "--nr") {
+      if (i + 1 >= argc) return usage();
+      const int v = std::atoi(argv[++i]);
+      if (v <= 0 || (a == "--nr" && v % isa.f32Lanes != 0)) return usage();
+      (a == "--mr" ? isa.gemmMr : isa.gemmNr) = v;
     } else if (!a.empty() && a[0] == '-') {
       return usage();
     } else {

@@ -32,6 +32,9 @@
 //   AVX-512   12 × 32   24 zmm         192   144   512
 //   SSE       4 × 8     8 xmm          256   144   512
 //
+//   On AVX-512, f32 products whose M a 12-row tile would pad by more than 3 % more than a
+//   10- or 8-row one take that one (tileRows): 100 rows take 10 × 32, 32 and 64 rows 8 × 32.
+//
 //   - a B panel (KC × NR: 16 KiB on AVX2, 24 KiB on AVX-512) stays in L1 (32-48 KiB) while the
 //     micro-kernel runs down all A panels of the block;
 //   - the packed A block (MB × KC, 144 KiB) stays in L2 (512 KiB and up) and is read once per B
@@ -104,6 +107,7 @@ namespace {
 
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
 constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
+constexpr double kTileRowsGain = 0.03;            // fewer padded rows a narrower register tile must save
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
@@ -210,6 +214,25 @@ std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
 }
 
 namespace {
+/// The register tile's rows for a product of `m` rows: the ISA's `mr`, or for f32 accumulators
+/// `mr` − 2 or `mr` − 4 (at least 8) where that pads M to fewer rows by more than kTileRowsGain:
+/// an edge tile computes its padding rows for nothing, and a narrower tile keeps the same
+/// columns and nearly the same speed (`kiln_gemm_tune --mr 8|10|12`, Zen 5, 1 thread:
+/// 10000×512·512×1000 198 / 199 / 201 GFLOP/s). mnist_mlp's 100 rows take 10 (1T 166 → 174–178
+/// GFLOP/s on 100×784·784×128), a convolution of 64 or 32 channels 8 (cnn's second
+/// convolution, 64×32×3×3 on 64×32×14×14: 113–129 → 158 GFLOP/s).
+int tileRows(int64_t m, int mr, AccType acc) {
+  if (acc != AccType::F32 || m <= 0) return mr;
+  int best = mr;
+  double bestRows = static_cast<double>(roundUp(m, mr));
+  for (int narrower : {mr - 2, mr - 4}) {
+    if (narrower < 8) break;  // AVX-512 only: AVX2's 6 rows have no room to narrow
+    const double rows = static_cast<double>(roundUp(m, narrower)) * (1 + kTileRowsGain);
+    if (rows < bestRows) best = narrower, bestRows = rows;
+  }
+  return best;
+}
+
 /// bf16 operands on an ISA that multiplies k pairs (natively or emulated).
 bool pairsAvailable(DType dtype, const VectorIsa& isa) {
   return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
@@ -226,7 +249,7 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
   const std::array<int, 2> tile = registerTile(isa, acc);
-  p.mr = tile[0], p.nr = tile[1];
+  p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
   const int64_t kcMost = isa.gemmKc > 0 ? isa.gemmKc : isa.avx512 ? 192 : 256;
   const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
   p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, ceilDiv(f.k, kcMost)), kUnroll);

@@ -48,8 +48,10 @@ struct VectorIsa {
   bool bf16Dot() const { return avx512bf16 && avx512; }
   // Limits of the packed GEMM's blocking (Gemm.cpp's blockingFor: the K slice and the rows and
   // columns of a C block); 0 takes the ISA's own. Set only to tune them (kiln_gemm_tune --kc, --mb,
-  // --nb, --sweep), never by isaOf.
+  // --nb, --sweep), never by isaOf. gemmMr and gemmNr replace the register tile's rows and columns
+  // (kiln_gemm_tune --mr, --nr; NR a multiple of the vector lanes).
   int64_t gemmKc = 0, gemmMb = 0, gemmNb = 0;
+  int gemmMr = 0, gemmNr = 0;
   // The shared GEMM routines (GemmEmitter.h's sharedFunction) that the module links against
   // instead of defining them: the Jit's prebuilt ones (Jit::prebuiltGemm, PrebuiltGemm.h). Null:
   // the module defines every routine it calls. Set by cpu::Program for the JIT, never by isaOf.

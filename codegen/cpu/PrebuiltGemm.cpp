@@ -53,7 +53,10 @@ std::vector<Contraction> coveringSet(DType t) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       set.push_back(matmul(300, 200, 150, ta, tb));  // packed
-      set.push_back(matmul(100, 128, 784, ta, tb));  // split K in two parts
+      set.push_back(matmul(100, 128, 784, ta, tb));  // split K in two parts (10-row tiles on AVX-512)
+      set.push_back(matmul(64, 200, 150, ta, tb));   // packed, 8-row tiles on AVX-512
+      set.push_back(matmul(100, 200, 150, ta, tb));  // packed, 10-row tiles
+      set.push_back(matmul(64, 128, 784, ta, tb));   // split K, 8-row tiles
       set.push_back(matmul(33, 130, 9001, ta, tb));  // K too deep to keep B packed
       for (int64_t m = 1; m <= 8; ++m) set.push_back(matmul(m, 40, 50, ta, tb));  // small M
       for (int64_t m : {9, 13, 100}) set.push_back(matmul(m, 64, 64, ta, tb));     // in L1

@@ -644,6 +644,36 @@ TEST(Gemm, SplitK) {
   }
 }
 
+// f32 products whose rows AVX-512's 12-row register tile would pad take tiles of 10 or 8 rows
+// where that saves more than 3 % of the rows (Gemm.cpp's tileRows): mnist_mlp's batch of 100 and
+// convolutions of 32 or 64 channels. The others, f64, and AVX2 keep their tiles; the products
+// stay right on every path and transpose, on 1 and 2 threads.
+TEST(Gemm, NarrowTileRows) {
+  const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
+  auto rows = [&](const Case& c, AccType acc = AccType::F32) { return gemm::blockingFor(formOf(c), acc, avx512).mr; };
+  EXPECT_EQ(rows(matmul(100, 128, 784)), 10);
+  EXPECT_EQ(rows(matmul(100, 10, 128)), 10);
+  EXPECT_EQ(rows(matmul(64, 200, 150)), 8);
+  EXPECT_EQ(rows(matmul(32, 9, 50000, true, false)), 8);
+  EXPECT_EQ(rows(matmul(300, 200, 150)), 12);
+  EXPECT_EQ(rows(matmul(10000, 512, 1000)), 12);
+  EXPECT_EQ(rows(matmul(1024, 1024, 1024)), 12);
+  EXPECT_EQ(rows(matmul(64, 200, 150), AccType::F64), 12);
+  const VectorIsa avx2 = isaOf(*makeJit("haswell"));
+  EXPECT_EQ(gemm::blockingFor(formOf(matmul(64, 200, 150)), AccType::F32, avx2).mr, 6);
+
+  const VectorIsa host = isaOf(hostJit());
+  for (int64_t m : {10, 16, 64, 100})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check(hostJit(), matmul(m, 70, 300, ta, tb), DType::f32, {1, 2});
+  check(hostJit(), matmul(64, 128, 784), DType::f32, {1, 2});  // split K
+  // A tile height the rule never picks (kiln_gemm_tune --mr), with partial panels.
+  VectorIsa forced = host;
+  forced.gemmMr = host.avx512 ? 14 : 4;
+  check(hostJit(), matmul(37, 70, 300), DType::f32, {1, 2}, forced);
+  check(hostJit(), matmul(37, 70, 300, true, true), DType::f32, {2}, forced);
+}
+
 // kiln_gemm_tune's limits (VectorIsa::gemmKc, gemmMb, gemmNb) bound the packed path's blocks, rounded
 // to the register tile, and the product stays right under any of them.
 TEST(Gemm, TuningLimits) {
