@@ -460,6 +460,15 @@ class KernelRenderer {
     }
     nest_ = &nest;
     lane_ = nest.domain.size() - 1;
+    // A reduction along a dimension shorter than a vector (a softmax over 10 classes) would run
+    // one element at a time: the lanes go along the innermost kept dimension instead, a vector
+    // of rows reduced at once (their loads gathered), when it fills a vector.
+    if (nest.reduced[lane_] && nest.domain[lane_] < lanes_)
+      for (size_t d = lane_; d-- > 0;)
+        if (!nest.reduced[d]) {
+          if (nest.domain[d] >= lanes_) lane_ = d;
+          break;
+        }
     const bool laneReduced = nest.reduced[lane_];
     const int64_t laneSize = nest.domain[lane_];
     const bool hasInnerStores =

@@ -225,9 +225,11 @@ TEST(CpuBackend, ReductionsOverEveryAxis) {
 
 TEST(CpuBackend, FusedPatterns) {
   for (int threads : {1, 2}) {
-    // softmax and log_softmax rows (reductions feeding reductions, outer and full stores)
+    // softmax and log_softmax rows (reductions feeding reductions, outer and full stores); rows
+    // shorter than a vector ([257, 10], [3, 40, 5], [100, 2]) run a vector of rows at a time
     for (const char* op : {"softmax", "log_softmax"})
-      for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 33}, {257, 10}, {3, 1000}})
+      for (std::vector<int64_t> shape :
+           {std::vector<int64_t>{7, 33}, {257, 10}, {3, 1000}, {3, 40, 5}, {100, 2}, {5, 3}})
         checkText(fmt::format("graph @g(%x: f32{0}) {{\n  %y = {1}(%x) {{axis=-1}} : f32{0}\n  return %y\n}}\n",
                               shapeText(shape), op),
                   fmt::format("{} {}", op, shapeText(shape)), threads);
