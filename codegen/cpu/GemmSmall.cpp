@@ -23,7 +23,7 @@
 // The threshold is the row count, not a model: up to kSmallM rows the packed path computes at
 // most 8 of its 6-row micro-tiles' rows per panel pair and spends more on packing B than on the
 // product; from there on, streaming B once per row group loses to packing it once — unless all of
-// B stays in L1 (at most 32 KiB, at least two vectors of columns): then each group re-reads B from
+// B stays in L1 (at most 32 KiB, at least 8 columns): then each group re-reads B from
 // L1, and the product packs nothing or only B. These products run in the axpy form in groups of 6
 // rows (6 × 2 vector accumulators, as the micro-kernel), A read in place, and a B whose k is
 // contiguous (x·Wᵀ, the forward product of a layer) converted first into one panel of K rows as
@@ -31,7 +31,10 @@
 // machine (AVX2, one thread, `kiln_bench --filter gemm/…/t1`, 5 interleaved runs) 64×64·64×32
 // takes 3.0–3.2 µs; its transposed forms, packed before, 64×64ᵀ·64×32 4.5–4.7 → 3.0–3.1 (3.9 once)
 // and 64×32·(64×32)ᵀ 4.2–4.3 → 3.6–3.7 (4.7 twice); the dot form (every element a sum across
-// lanes) loses beyond 8 rows, hence the conversion.
+// lanes) loses beyond 8 rows, hence the conversion. Down to 8 columns, a narrow B is one masked
+// vector per row on AVX-512 (two on AVX2) where the packed path's tile is 32 columns wide:
+// mnist_mlp's last layer, 100×128·128×10, 9.7 → 4.9–5.1 µs in its training step (Zen 5, 2
+// threads, `kiln bench mnist_mlp --train --optimizer adam --batch 100 --target cpu --profile`).
 //
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
 // kSmallParallelBytes, where waking a thread costs more than streaming it), else blocks of about
@@ -55,11 +58,11 @@ constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows
 // Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, the last
 // ending at the last row and overlapping the one before when M is no multiple: its first rows are
 // computed twice, to the same sums, and one kernel serves every group): at most kCachedM rows, B
-// (f32) in kCachedBBytes, at least kCachedN columns (two AVX2 vectors), and under kParallelFlops
+// (f32) in kCachedBBytes, at least kCachedN columns, and under kParallelFlops
 // (so that this path and the packed one both run on one thread).
 constexpr int64_t kCachedM = 128;
 constexpr int64_t kCachedBBytes = 32 << 10;
-constexpr int64_t kCachedN = 16;
+constexpr int64_t kCachedN = 8;
 constexpr int kCachedGroupRows = 6;  // axpy form only: 6 × 2 vector accumulators
 
 /// B rows (dot form) or B vectors (axpy form) per step for a group of `rows` rows of A.
