@@ -107,7 +107,7 @@ namespace {
 
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
 constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
-constexpr double kTileRowsGain = 0.03;            // fewer padded rows a narrower register tile must save
+constexpr double kTileRowsGain = 0.03;              // fewer padded rows a narrower register tile must save
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
