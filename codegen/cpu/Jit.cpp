@@ -2,6 +2,7 @@
 
 #include "codegen/cpu/KernelAbi.h"
 #include "codegen/cpu/ModuleSplit.h"
+#include "codegen/cpu/PerfMap.h"
 #include "codegen/cpu/PrebuiltGemm.h"
 #include "support/Error.h"
 #include "support/File.h"
@@ -11,19 +12,15 @@
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Config/llvm-config.h>
-#include <llvm/ExecutionEngine/JITLink/JITLink.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Object/ELFObjectFile.h>
-#include <llvm/Object/ObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -35,8 +32,6 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -45,8 +40,6 @@
 #include <mutex>
 #include <type_traits>
 #include <unordered_set>
-
-#include <unistd.h>
 
 namespace kiln::cpu {
 namespace {
@@ -218,90 +211,6 @@ std::vector<std::string> CompiledModule::symbols() const {
   for (const auto& [name, _] : addresses_) names.push_back(name);
   return names;
 }
-
-/// With KILN_PERF_MAP set (to anything but "" or "0"), every function the JIT links — kernels,
-/// packing routines, micro-kernels, epilogues, prebuilt routines — is appended to
-/// /tmp/perf-PID.map as "ADDRESS SIZE NAME", where `perf report` looks for the names of
-/// JIT-compiled code. The names come from the object file's own symbol table (JITLink's graph
-/// keeps no local symbols, and most of a program's functions are local), placed at their offset
-/// in the section's block once the graph is laid out.
-class PerfMapPlugin final : public llvm::orc::ObjectLinkingLayer::Plugin {
- public:
-  static bool wanted() {
-    const char* v = std::getenv("KILN_PERF_MAP");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }
-  void notifyMaterializing(llvm::orc::MaterializationResponsibility&, llvm::jitlink::LinkGraph& g,
-                           llvm::jitlink::JITLinkContext&, llvm::MemoryBufferRef object) override {
-    auto file = llvm::object::ObjectFile::createObjectFile(object);
-    if (!file) return llvm::consumeError(file.takeError());  // not an object kiln can read: no names
-    std::vector<Function> functions;
-    for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
-      auto type = sym.getType();
-      auto name = sym.getName();
-      auto section = sym.getSection();
-      auto value = sym.getValue();
-      if (!type || !name || !section || !value || *type != llvm::object::SymbolRef::ST_Function ||
-          *section == (*file)->section_end()) {
-        if (!type) llvm::consumeError(type.takeError());
-        if (!name) llvm::consumeError(name.takeError());
-        if (!section) llvm::consumeError(section.takeError());
-        if (!value) llvm::consumeError(value.takeError());
-        continue;
-      }
-      auto sectionName = (*section)->getName();
-      if (!sectionName) {
-        llvm::consumeError(sectionName.takeError());
-        continue;
-      }
-      const uint64_t size = llvm::object::ELFSymbolRef(sym).getSize();
-      if (size > 0) functions.push_back({name->str(), sectionName->str(), *value - (*section)->getAddress(), size});
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    pending_[&g] = std::move(functions);
-  }
-  void modifyPassConfig(llvm::orc::MaterializationResponsibility&, llvm::jitlink::LinkGraph&,
-                        llvm::jitlink::PassConfiguration& config) override {
-    config.PostFixupPasses.push_back([this](llvm::jitlink::LinkGraph& g) {
-      write(g);
-      return llvm::Error::success();
-    });
-  }
-  llvm::Error notifyFailed(llvm::orc::MaterializationResponsibility&) override { return llvm::Error::success(); }
-  llvm::Error notifyRemovingResources(llvm::orc::JITDylib&, llvm::orc::ResourceKey) override {
-    return llvm::Error::success();
-  }
-  void notifyTransferringResources(llvm::orc::JITDylib&, llvm::orc::ResourceKey, llvm::orc::ResourceKey) override {}
-
- private:
-  struct Function {
-    std::string name, section;
-    uint64_t offset = 0, size = 0;
-  };
-  void write(llvm::jitlink::LinkGraph& g) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = pending_.find(&g);
-    if (it == pending_.end()) return;
-    std::string lines;
-    for (const Function& f : it->second) {
-      llvm::jitlink::Section* section = g.findSectionByName(f.section);
-      // Code sections come as one block each (kiln emits no function sections); anything else
-      // cannot be placed from a section offset, and goes unnamed.
-      if (!section || section->blocks_size() != 1) continue;
-      const llvm::jitlink::Block& block = **section->blocks().begin();
-      if (f.offset + f.size > block.getSize()) continue;
-      lines += fmt::format("{:x} {:x} {}\n", block.getAddress().getValue() + f.offset, f.size, f.name);
-    }
-    pending_.erase(it);
-    if (!file_) file_ = std::fopen(fmt::format("/tmp/perf-{}.map", ::getpid()).c_str(), "a");
-    if (!file_) return;  // a profiling aid: no map, no names, nothing else lost
-    std::fputs(lines.c_str(), file_);
-    std::fflush(file_);
-  }
-  std::mutex mutex_;
-  std::map<const llvm::jitlink::LinkGraph*, std::vector<Function>> pending_;
-  std::FILE* file_ = nullptr;
-};
 
 struct Jit::Impl {
   std::string triple, cpu, features;
@@ -507,9 +416,7 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
   I.defaultWidth = hasFeature("avx512f") ? 512 : 256;
   I.lljit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                    "cannot create the LLVM JIT");
-  if (PerfMapPlugin::wanted())
-    if (auto* linker = llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&I.lljit->getObjLinkingLayer()))
-      linker->addPlugin(std::make_unique<PerfMapPlugin>());
+  if (perfMapWanted()) addPerfMap(*I.lljit);
   I.lljit->getExecutionSession().setErrorReporter(
       [&I](llvm::Error err) { I.sessionErrors.push_back(message(std::move(err))); });
   if (options.prebuiltGemm) {
