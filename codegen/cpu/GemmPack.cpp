@@ -9,16 +9,18 @@
 //   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
 //     row and `lanes` k, transposed in registers `lanes` rows at a time;
 //   - k contiguous in runs, no quotients (the operands of a weight gradient, whose k is image,
-//     row, column): as the previous way for every `lanes` k steps inside one run — with bounds
-//     (the input's padding), each row's load masked by the bounds on those k steps — the
+//     row, column): as the previous way for every `lanes` k steps that are one stretch of memory
+//     (inside one run, or across runs that meet: a padded 3×3 gradient's rows of 14) — with
+//     bounds (the input's padding), each row's load masked by the bounds on those k steps — the
 //     general way for the others;
 //   - anything else (convolution windows with padding, broadcasts, K tails): the map is
 //     evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds and
 //     quotient conditions as lane masks — and a panel row whose index runs contiguously is
 //     loaded with masked vector loads (an implicit-GEMM row of a convolution, padding masked
-//     off), any other lane by lane. When the bounds repeat along k with a short period (a 3×3
-//     window's k = channel, kh, kw: every 9 steps), a contiguous panel's masks are computed once
-//     per phase and each row is one table load and a masked load per vector (the periodic way).
+//     off), any other with a masked gather (AVX-512) or lane by lane. When the bounds repeat
+//     along k with a short period (a 3×3 window's k = channel, kh, kw: every 9 steps), a
+//     contiguous panel's masks are computed once per phase and each row is one table load and a
+//     masked load per vector (the periodic way).
 // The transposed and run ways take the last panel, short of rows, too: its missing rows read row
 // 0, and their copies become product rows that no epilogue reads.
 // When unravelling k takes divisions, the k part of every functional is precomputed per k into a
@@ -205,6 +207,8 @@ void PackEmitter::buildKTable() {
     }
   }
   kRows_ = rows;
+  // Slack after the last functional, so that a vector of entries from any k < K stays inside.
+  table.insert(table.end(), static_cast<size_t>(g_.plan.lanes), llvm::ConstantInt::get(ix_, 0));
   auto* type = llvm::ArrayType::get(ix_, table.size());
   kTable_ = new llvm::GlobalVariable(g_.m, type, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
                                      llvm::ConstantArray::get(type, table), g_.name + ".pack_" + label_ + ".k");
@@ -336,16 +340,18 @@ llvm::Function* PackEmitter::emit() {
                      dstRow(p, kk));
     });
   } else if (op_.quotients.empty() && (plain || maskedLoads()) && kTable_ &&
-             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 && g_.form.kDims.back() >= l) {
+             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1) {
     // k contiguous in runs (a weight gradient's k = image, row, column): `lanes` k steps whose
-    // first and last table entries are lanes - 1 apart are one stretch of memory per row (they
-    // span at most two runs of the innermost k dimension, so the gap says whether the runs
-    // meet), packed as above; the others, and the K tail, go the general way.
+    // table entries are first, first + 1, … are one stretch of memory per row, packed as above —
+    // whether they lie in one run of the innermost k dimension or in several that meet (rows of
+    // 14 columns in a 3×3 stride-1 padding-1 gradient make one run of 196 per image); the others,
+    // and the K tail, go the general way.
     panelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
       llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
-      llvm::Value* first = kTableEntry(k, 0);
-      llvm::Value* last = kTableEntry(b_.CreateAdd(k, g_.constant(ix_, l - 1)), 0);
-      llvm::Value* run = b_.CreateAnd(kTableSpans(k, l), b_.CreateICmpEQ(b_.CreateSub(last, first), g_.constant(ix_, l - 1)));
+      llvm::Value* entries = kTableEntry(k, 0, l);  // the table's slack keeps the load inside it
+      llvm::Value* first = b_.CreateExtractElement(entries, uint64_t{0});
+      llvm::Value* stretch = b_.CreateAndReduce(b_.CreateICmpEQ(entries, b_.CreateAdd(g_.splat(l, first), lanes(0, l))));
+      llvm::Value* run = b_.CreateAnd(kTableSpans(k, l), stretch);
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
       auto* rowsBlock = llvm::BasicBlock::Create(g_.ctx, "run.rows", fn);
@@ -452,10 +458,19 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
   const std::vector<Row> rows = rowsAt(pr, offsetsAt(b_.CreateAdd(k0_, kk)));
   llvm::Type* store = g_.storageType();
   auto put = [&](const PanelRows::Chunk& c, llvm::Value* v) { putChunk(c, dstRow, v); };
-  // Lane by lane: each valid lane's element; element 0, then zeroed, for the others.
+  // Lane by lane: each valid lane's element; element 0, then zeroed, for the others. On AVX-512,
+  // 32- and 64-bit elements are one masked gather per chunk instead.
+  const bool gathers = g_.isa.avx512 && store->getPrimitiveSizeInBits() >= 32;
   auto byLanes = [&] {
     for (size_t q = 0; q < rows.size(); ++q) {
       const PanelRows::Chunk& c = pr.chunks[q];
+      if (gathers) {
+        // Lanes outside the operand are masked off: no `inbounds`.
+        llvm::Value* at = b_.CreateGEP(store, base_, rows[q].index);
+        llvm::Type* type = g_.withLanes(store, c.count);
+        put(c, b_.CreateMaskedGather(type, at, storeAlign(), rows[q].valid, llvm::Constant::getNullValue(type)));
+        continue;
+      }
       llvm::Value* safe =
           b_.CreateSelect(rows[q].valid, rows[q].index, llvm::Constant::getNullValue(rows[q].index->getType()));
       llvm::Value* v = llvm::PoisonValue::get(g_.withLanes(store, c.count));

@@ -83,6 +83,8 @@ const Conv kConvs[] = {
     {3, 5, 6, 6, 7, 1, 1, 1, 2, 2, 0, 0, 1, 1},     // 1x1, stride 2
     {3, 4, 9, 10, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 90-pixel images: weight-gradient k runs of 8 break
     {4, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1}, // large enough to run on two threads
+    {3, 8, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // weight gradient: rows of 14 meet in runs of 196
+    {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 2, 2, 1, 1},     // padding 2: rows of 7 step back 1 between runs
 };
 
 /// The oracle's dtype: f64 for floats (exact on the rounded operands), i64 for integers.
@@ -330,7 +332,8 @@ TEST(Gemm, Conv2d) {
 }
 
 TEST(Gemm, Conv2dGradWeight) {
-  for (const Conv& c : {kConvs[1], kConvs[3], kConvs[4]}) check(hostJit(), c.gradWeight(), DType::f32);
+  for (const Conv& c : {kConvs[0], kConvs[1], kConvs[3], kConvs[4], kConvs[6], kConvs[7]})
+    check(hostJit(), c.gradWeight(), DType::f32);
 }
 
 TEST(Gemm, Conv2dGradInput) {
