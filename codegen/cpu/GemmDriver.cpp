@@ -130,7 +130,7 @@ std::array<llvm::Value*, 3> kSlice(GemmBuilder& g, llvm::Value* kb, llvm::Value*
 /// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the packed path.
 void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   llvm::IRBuilder<>& b = g.b;
-  llvm::Function* ukernel = microKernel(g);
+  llvm::FunctionType* ukernel = microKernel(g)->getFunctionType();
   llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
   auto get = [&](int field) { return desc::load(b, d, field); };
   llvm::Value *mBlocks = get(desc::MBlocks), *nBlocks = get(desc::NBlocks), *mb = get(desc::Mb), *nb = get(desc::Nb);
@@ -214,10 +214,11 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
     g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
       llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedBSlice, b.CreateMul(jp, bPanelElements));
       llvm::Value* tileColumns = b.CreateInBoundsGEP(g.elt, tile, b.CreateMul(jp, g.i64(nr)));
+      llvm::Value* kernel = panelKernel(g, b.CreateSub(cols, b.CreateMul(jp, g.i64(nr))));
       g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
         llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedASlice, b.CreateMul(ip, aPanelElements));
         llvm::Value* c = b.CreateInBoundsGEP(g.elt, tileColumns, b.CreateMul(ip, tileRows));
-        b.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, ldt, accumulate});
+        b.CreateCall(ukernel, kernel, {kcPad, aPanel, bPanel, c, ldt, accumulate});
       });
     });
   });
@@ -349,7 +350,7 @@ llvm::Value* partialOf(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::
 /// part s of K for one N block and all of M, into part s's partial product (row stride Ldt).
 void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
   llvm::IRBuilder<>& b = g.b;
-  llvm::Function* ukernel = microKernel(g);
+  llvm::FunctionType* ukernel = microKernel(g)->getFunctionType();
   llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
   auto get = [&](int field) { return desc::load(b, d, field); };
   llvm::Value *nBlocks = get(desc::NBlocks), *splits = get(desc::Splits), *mb = get(desc::Mb), *nb = get(desc::Nb);
@@ -390,10 +391,11 @@ void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
       g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
         llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedB, b.CreateMul(jp, bPanelElements));
         llvm::Value* columns = b.CreateInBoundsGEP(g.elt, blockRows, b.CreateMul(jp, g.i64(nr)));
+        llvm::Value* kernel = panelKernel(g, b.CreateSub(cols, b.CreateMul(jp, g.i64(nr))));
         g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
           llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(ip, aPanelElements));
           llvm::Value* c = b.CreateInBoundsGEP(g.elt, columns, b.CreateMul(ip, b.CreateMul(ldc, g.i64(mr))));
-          b.CreateCall(ukernel, {kcPad, aPanel, bPanel, c, ldc, accumulate});
+          b.CreateCall(ukernel, kernel, {kcPad, aPanel, bPanel, c, ldc, accumulate});
         });
       });
     });

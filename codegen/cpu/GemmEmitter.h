@@ -232,8 +232,13 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
 ///     void ukernel(i64 kc, const ACC* a, const ACC* b, ACC* c, i64 ldc, i1 accumulate)
 ///
 /// c[MR × NR] (row stride ldc) = (accumulate ? c : 0) + A panel · B panel over kc steps (a
-/// multiple of kUnroll).
-llvm::Function* microKernel(GemmBuilder& g);
+/// multiple of kUnroll). With `vectors` (1 … NR / lanes − 1), a narrow kernel for a panel's first
+/// vectors · lanes columns only (the last panel of a block, short of columns: 196 = 6 · 32 + 4
+/// takes a 16-column kernel for its last panel); it leaves c's other columns as they are.
+llvm::Function* microKernel(GemmBuilder& g, int vectors = 0);
+/// The micro-kernel for a panel whose first `columns` (an i64) hold data: the narrowest whose
+/// vectors cover them.
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns);
 /// The name part that tells the micro-kernels (and so the drivers that call them) apart beyond
 /// their tile: "" for the FMA kernel, ".bf16dot" or ".bf16dot.emulated" for bf16 pairs.
 std::string microKernelTag(GemmBuilder& g);

@@ -99,13 +99,14 @@ class PairDot {
   llvm::Value *aPair_ = nullptr, *aEven_ = nullptr, *aOdd_ = nullptr;
 };
 
-/// The body of one micro-kernel (see microKernel).
-void emitMicroKernel(GemmBuilder& g, llvm::Function* f) {
+/// The body of one micro-kernel (see microKernel) over the first `nv` vectors of columns of its
+/// panels.
+void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Type* i64t = b.getInt64Ty();
   llvm::Type* ptr = b.getPtrTy();
   llvm::Value *kc = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
-  const int mr = g.plan.mr, nr = g.plan.nr, lanes = g.plan.lanes, nv = nr / lanes;
+  const int mr = g.plan.mr, nr = g.plan.nr, lanes = g.plan.lanes;
   const llvm::Align vecAlign(static_cast<uint64_t>(lanes * accBytes(g.acc)));
   llvm::BasicBlock* entry = b.GetInsertBlock();
   auto* body = llvm::BasicBlock::Create(g.ctx, "k", f);
@@ -459,13 +460,25 @@ llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y)
   return b.CreateShuffleVector(x, y, iota(0, nx + ny));
 }
 
-llvm::Function* microKernel(GemmBuilder& g) {
+llvm::Function* microKernel(GemmBuilder& g, int vectors) {
   llvm::Type* i64t = g.b.getInt64Ty();
   llvm::Type* ptr = g.b.getPtrTy();
   auto* type = llvm::FunctionType::get(g.b.getVoidTy(), {i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()}, false);
-  const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
-                                       g.plan.lanes, microKernelTag(g));
-  return g.sharedFunction(name, type, [&](llvm::Function* f) { emitMicroKernel(g, f); });
+  const int nv = g.plan.nr / g.plan.lanes;
+  if (vectors <= 0 || vectors > nv) vectors = nv;
+  const std::string narrow = vectors < nv ? fmt::format(".cols{}", vectors * g.plan.lanes) : "";
+  const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
+                                       g.plan.lanes, microKernelTag(g), narrow);
+  return g.sharedFunction(name, type, [&](llvm::Function* f) { emitMicroKernel(g, f, vectors); });
+}
+
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns) {
+  const int nv = g.plan.nr / g.plan.lanes;
+  llvm::Value* kernel = microKernel(g);
+  // Narrowest last: a panel of `columns` takes the kernel of ⌈columns / lanes⌉ vectors.
+  for (int v = nv - 1; v >= 1; --v)
+    kernel = g.b.CreateSelect(g.b.CreateICmpSLE(columns, g.i64(int64_t{v} * g.plan.lanes)), microKernel(g, v), kernel);
+  return kernel;
 }
 
 std::string microKernelTag(GemmBuilder& g) {

@@ -683,6 +683,27 @@ TEST(Gemm, NarrowTileRows) {
   check(hostJit(), matmul(37, 70, 300, true, true), DType::f32, {2}, forced);
 }
 
+// A block's last panel short of columns runs the micro-kernel of as many vectors as its columns
+// need, which leaves the tile's other columns alone: products whose N leaves 1, 4, 16 or 17 columns
+// over whole panels, in every transpose form, over several K slices and split K, and convolutions
+// of 14 × 14 images (196 = 6 · 32 + 4), on 1 and 2 threads, f32 and f64.
+TEST(Gemm, NarrowLastPanel) {
+  for (int64_t n : {1, 4, 16, 17, 36, 196}) {
+    const Case c = matmul(37, n, 2000);
+    EXPECT_NE(planOf(c).path, gemm::Path::Small) << n << " columns";
+    EXPECT_GT(planOf(c).kBlocks, 1);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check(hostJit(), matmul(37, n, 2000, ta, tb), DType::f32, {1, 2});
+  }
+  check(hostJit(), matmul(37, 36, 2000), DType::f64, {1, 2});
+  const Case deep = matmul(64, 20, 20000, true, false);
+  EXPECT_EQ(planOf(deep).path, gemm::Path::SplitK);
+  check(hostJit(), deep, DType::f32, {1, 2});
+  const Conv conv = kConvs[6];
+  check(hostJit(), conv.forward(), DType::f32, {1, 2});
+  check(hostJit(), conv.gradInput(), DType::f32, {1, 2});
+}
+
 // kiln_gemm_tune's limits (VectorIsa::gemmKc, gemmMb, gemmNb) bound the packed path's blocks, rounded
 // to the register tile, and the product stays right under any of them.
 TEST(Gemm, TuningLimits) {
@@ -714,7 +735,7 @@ TEST(Gemm, SharedFunctions) {
     for (size_t at = ir.find(text); at != std::string::npos; at = ir.find(text, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("define internal void @kiln.gemm.ukernel."), 1u);
+  EXPECT_EQ(count("define internal void @kiln.gemm.ukernel."), 2u) << "the tile's and the last panel's narrow one";
   EXPECT_EQ(count("define internal void @kiln.gemm.item."), 1u);
   EXPECT_EQ(count("define internal void @kiln.gemm.chunk."), 1u);
   EXPECT_EQ(count("define internal void @kiln.gemm.pack."), 2u) << "k or rows contiguous, for A and B alike";
