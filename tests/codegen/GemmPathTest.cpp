@@ -1,0 +1,309 @@
+// The generated GEMM's paths (packed, split K, small M, small products in L1), its blocking and register
+// tiles, and the functions contractions of one module share; each product is also checked against the
+// reference interpreter (GemmTestSupport.h).
+#include "tests/codegen/GemmTestSupport.h"
+
+#include "codegen/cpu/Gemm.h"
+#include "codegen/cpu/GemmEmitter.h"
+#include "ir/Parser.h"
+#include "kernels/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::cpu::gemmtest {
+namespace {
+
+// A the same in every batch (a convolution's weights, a broadcast matrix) within one M block is
+// packed over all of K once per thread and kept across items; an A that varies is packed per item.
+TEST(Gemm, KeepsABatchInvariantAPacked) {
+  const Case broadcast{"{t}[33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"};
+  const gemm::Blocking plan = planOf(broadcast);
+  EXPECT_TRUE(plan.reuseA);
+  EXPECT_GT(plan.kBlocks, 1) << "slices kept side by side";
+  check(hostJit(), broadcast, DType::f32);
+  const Conv& conv = kConvs[5];
+  EXPECT_TRUE(planOf(conv.forward()).reuseA);
+  EXPECT_TRUE(planOf(conv.gradInput()).reuseA);
+  EXPECT_GT(planOf(conv.gradInput()).kBlocks, 1);
+  check(hostJit(), conv.forward(), DType::f32);
+  check(hostJit(), conv.gradInput(), DType::f32);
+  EXPECT_FALSE(planOf(kConvs[1].forward()).reuseA) << "grouped: the weights differ per group";
+  EXPECT_FALSE(planOf({"{t}[5,33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"}).reuseA);
+}
+
+// A padded window's bounds repeat along k (channel, kh, kw) every kh·kw steps: their lane masks
+// are computed once per panel and phase. K slices that start mid-period (136 = 15·9 + 1, 152 =
+// 6·25 + 2), partial panels (143 and 90 pixels) and a 7×7 window (period 49, evaluated per row)
+// check that each row takes its own phase.
+TEST(Gemm, ConvWindowMasksRepeatAcrossKSlices) {
+  const Conv convs[] = {
+      {2, 30, 13, 11, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 12, 10, 9, 12, 5, 5, 1, 1, 1, 2, 2, 1, 1},
+      {1, 6, 9, 10, 6, 7, 7, 1, 1, 1, 3, 3, 1, 1},
+  };
+  for (const Conv& c : convs) {
+    for (const Case& k : {c.forward(), c.gradInput()}) {
+      const gemm::Blocking plan = planOf(k);
+      if (c.kh == 3) {
+        EXPECT_NE(plan.kc % 9, 0) << k.op << ": a slice starts mid-period";
+      }
+      if (c.kh == 5) {
+        EXPECT_NE(plan.kc % 25, 0) << k.op << ": a slice starts mid-period";
+      }
+      check(hostJit(), k, DType::f32);
+    }
+  }
+  // AVX-512's plan (16 lanes, masked loads of 16-bit elements too), run on the host.
+  const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
+  check(hostJit(), convs[0].gradInput(), DType::f32, {2}, avx512);
+  check(hostJit(), convs[1].forward(), DType::bf16, {1}, avx512);
+}
+
+// A weight gradient's k (image, row, column) over 31 images of 27×27 has too many steps for a k
+// table of all of K (22599 × 3 functionals); the table holds one image and adds the image's
+// stride. One channel: the images lie back to back, and 729 = 91·8 + 1, so runs of eight k
+// steps cross from one image into the next (their bounds are not one vector of the table).
+TEST(Gemm, WeightGradientOverManyImages) {
+  const Conv c{31, 1, 27, 27, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  check(hostJit(), c.gradWeight(), DType::f32);
+}
+
+// M <= 8 streams B unpacked (GemmSmall.cpp): every M from 1 to 8 with odd N and K in every
+// transpose form (dot form where B's k is contiguous, axpy form where its n is; A in place or
+// converted into rows), every operand dtype, a broadcast batch, and B large enough to be split
+// across threads.
+TEST(Gemm, SmallM) {
+  std::string ir;
+  compileAll(hostJit(), {matmul(8, 9, 9), matmul(9, 7, 9)}, DType::f32, isaOf(hostJit()), &ir);
+  EXPECT_NE(definition(ir, "gemm0").find("@kiln.gemm.small.chunk."), std::string::npos) << ir;
+  EXPECT_EQ(definition(ir, "gemm1").find("@kiln.gemm.small.chunk."), std::string::npos) << ir;
+  for (int64_t m = 1; m <= 8; ++m)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check(hostJit(), matmul(m, 131 + 2 * m, 29 + 2 * m, ta, tb), DType::f32, {1});
+  const int64_t ms[] = {1, 3, 5, 8};
+  for (DType t : {DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64})
+    for (int form = 0; form < 4; ++form) check(hostJit(), matmul(ms[form], 67, 45, form & 1, form & 2), t, {1});
+  check(hostJit(), {"{t}[3,1,2,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,2,257]"}, DType::f32);
+  check(hostJit(), matmul(2, 1001, 301), DType::f32);
+  check(hostJit(), matmul(5, 1001, 301, true, true), DType::f32);
+  check(sse2Jit(), matmul(3, 67, 45, false, true), DType::f16, {2});
+}
+
+// More than 8 rows take the small path when the product stays in L1 (GemmSmall.cpp): B of at
+// most 32 KiB with at least 16 columns, one thread's worth of flops. A is read in place, transposed
+// or not; B too when its n is contiguous, else it is converted into one panel of K rows first (by
+// the strided packing, which every contraction of the module shares). Rows go in groups of 6 and
+// one of the rest (13 = 2·6 + 1; 67 = 11·6 + 1; 66 = 11·6); a narrow N, too many rows and too big
+// a B keep the packed path.
+TEST(Gemm, SmallPathForProductsInL1) {
+  auto path = [](const Case& c) { return planOf(c).path; };
+  const Case small[] = {matmul(64, 32, 64),          matmul(13, 17, 33),
+                        matmul(66, 40, 70),          matmul(100, 128, 10),
+                        matmul(128, 64, 64),         matmul(9, 2000, 4),
+                        matmul(64, 64, 32, false, true),  // B converted
+                        matmul(64, 32, 64, true, false),  // A transposed, in place
+                        matmul(13, 17, 33, true, true),   // both; N = 17: a partial panel of 24
+                        matmul(67, 40, 70, false, true),  // K = 70: transposed blocks and a tail
+                        matmul(67, 24, 9, true, true)};
+  for (const Case& c : small) {
+    EXPECT_EQ(path(c), gemm::Path::Small) << c.graph(DType::f32);
+    check(hostJit(), c, DType::f32, {1, 2});
+  }
+  EXPECT_TRUE(gemm::smallConvertsB(formOf(matmul(64, 64, 32, false, true))));
+  EXPECT_FALSE(gemm::smallConvertsB(formOf(matmul(64, 32, 64, true, false))));
+  // Rows in groups of 6, the last overlapping the one before when M is no multiple (13: rows 0–5,
+  // 6–11, 7–12; 100, 67, 9): one axpy kernel for all of them, no kernel for the rest.
+  {
+    std::string ir;
+    compileAll(hostJit(),
+               {matmul(100, 128, 10), matmul(67, 40, 70, false, true), matmul(13, 17, 33), matmul(9, 2000, 4)},
+               DType::f32, isaOf(hostJit()), &ir);
+    std::vector<std::string> kernels;  // @kiln.gemm.axpy.f32.vLANES.mROWS.vV
+    const std::string define = "define internal void @kiln.gemm.axpy.";
+    for (size_t at = ir.find(define); at != std::string::npos; at = ir.find(define, at + 1))
+      kernels.push_back(ir.substr(at + define.size(), ir.find('(', at) - at - define.size()));
+    ASSERT_EQ(kernels.size(), 1u) << ::testing::PrintToString(kernels);
+    EXPECT_NE(kernels[0].find(".m6."), std::string::npos) << kernels[0];
+    EXPECT_EQ(gemm::smallRowGroups(13), (std::vector<int>{6, 6}));
+    EXPECT_EQ(gemm::smallRowGroups(12), (std::vector<int>{6}));
+    EXPECT_EQ(gemm::smallRowGroups(7), (std::vector<int>{4, 3})) << "up to 8 rows: groups of at most 4";
+  }
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check(hostJit(), matmul(13, 17, 33, ta, tb), DType::f64, {1});
+      // f16 and bf16: A converted into rows, B converted to f32 (kernels of their own).
+      check(hostJit(), matmul(19, 33, 21, ta, tb), DType::f16, {1});
+      check(hostJit(), matmul(19, 33, 21, ta, tb), DType::bf16, {1});
+    }
+  check(hostJit(), {"{t}[3,20,30]", "{t}[30,48]", "matmul", "", "{t}[3,20,48]"}, DType::f32);
+  EXPECT_EQ(path({"{t}[3,20,30]", "{t}[30,48]", "matmul", "", "{t}[3,20,48]"}), gemm::Path::Small);
+  check(hostJit(), {"{t}[3,30,20]", "{t}[3,48,30]", "matmul", "transpose_a=true, transpose_b=true", "{t}[3,20,48]"},
+        DType::f32);
+  // Other vector widths: AVX-512's 16 lanes (run on the host, LLVM splits the vectors), SSE2's 4.
+  const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
+  check(hostJit(), matmul(67, 40, 70, true, true), DType::f32, {1}, avx512);
+  check(sse2Jit(), matmul(67, 40, 70, true, true), DType::f32, {1});
+  // The converted B's panel is as wide as its block, which the strided packing divides by at run
+  // time; in a module with a packed contraction that shares the routine, both stay right.
+  const std::vector<Case> shared{matmul(64, 64, 32, false, true), matmul(33, 257, 300, false, true)};
+  const VectorIsa isa = isaOf(hostJit());
+  std::vector<Compiled> kernels = compileAll(hostJit(), shared, DType::f32, isa);
+  for (size_t i = 0; i < shared.size(); ++i) verify(kernels[i], shared[i], DType::f32, {1, 2}, isa);
+  // A layer's 10 outputs (mnist_mlp's last, 100 × 128 · 128 × 10): one masked vector of columns.
+  check(hostJit(), matmul(100, 10, 128), DType::f32, {1, 2});
+  check(hostJit(), matmul(100, 10, 128, false, true), DType::f32, {1});
+  check(sse2Jit(), matmul(100, 10, 128), DType::f32, {1});
+  check(*makeJit("haswell"), matmul(100, 10, 128, true, true), DType::f32, {1});
+  EXPECT_EQ(path(matmul(100, 10, 128)), gemm::Path::Small);
+  const Case packed[] = {matmul(100, 7, 128), matmul(129, 32, 64), matmul(64, 96, 100),
+                         matmul(64, 96, 100, false, true), matmul(128, 64, 128)};
+  for (const Case& c : packed) EXPECT_EQ(path(c), gemm::Path::Packed) << c.graph(DType::f32);
+}
+
+// K too deep to keep B packed over all of K (from about 8200 with N of 128 and more on AVX2) is
+// split into parts whose partial products are summed in a fixed order (Gemm.cpp): every transpose
+// form, f64, a batch.
+TEST(Gemm, SplitK) {
+  std::string ir;
+  compileAll(hostJit(), {matmul(33, 130, 9001)}, DType::f32, isaOf(hostJit()), &ir);
+  EXPECT_NE(definition(ir, "gemm0").find("@kiln.gemm.split.reduce."), std::string::npos) << ir;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check(hostJit(), matmul(33, 130, 9001, ta, tb), DType::f32);
+  check(hostJit(), matmul(20, 70, 9001, true, false), DType::f64);
+  check(hostJit(), {"{t}[2,17,9001]", "{t}[9001,130]", "matmul", "", "{t}[2,17,130]"}, DType::f32);
+  // B narrow enough to keep packed, but two threads would each pack all of it for their rows of
+  // one M block (a first convolution's weight gradient): K is split instead.
+  const Case narrow = matmul(33, 9, 50000, true, false);
+  EXPECT_EQ(planOf(narrow).path, gemm::Path::SplitK);
+  check(hostJit(), narrow, DType::f32);
+  // A small batch's layer (mnist_mlp's first, 100 × 784 · 784 × 128): M is one block that two
+  // threads would split, each packing all of B; K splits into two parts of two slices, and the
+  // second phase has blocks for both threads.
+  const Case layer = matmul(100, 128, 784);
+  const gemm::Blocking plan = planOf(layer);
+  EXPECT_EQ(plan.path, gemm::Path::SplitK);
+  EXPECT_EQ(plan.splits, 2);
+  EXPECT_GE(plan.reduceItems, 2);
+  check(hostJit(), layer, DType::f32, {1, 2});
+  check(hostJit(), matmul(100, 128, 784, true, true), DType::f32, {2});
+  // Three K slices make no parts of two slices each: the packed path. The slice depth is the ISA's
+  // (AVX-512's is shallower), so K is found for each ISA rather than fixed.
+  for (const VectorIsa& isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
+    auto plan = [&](int64_t k) { return gemm::blockingFor(formOf(matmul(100, 128, k)), AccType::F32, isa); };
+    EXPECT_EQ(plan(784).path, gemm::Path::SplitK) << isa.f32Lanes << " lanes";
+    EXPECT_EQ(plan(784).splits, 2) << isa.f32Lanes << " lanes";
+    int64_t three = 300;
+    while (three < 2000 && plan(three).kBlocks != 3) three += 20;
+    ASSERT_EQ(plan(three).kBlocks, 3) << isa.f32Lanes << " lanes: no K of three slices below 2000";
+    EXPECT_EQ(plan(three).path, gemm::Path::Packed) << isa.f32Lanes << " lanes, K " << three << ": three slices";
+  }
+}
+
+// f32 products whose rows AVX-512's 12-row register tile would pad take tiles of 10 or 8 rows
+// where that saves more than 3 % of the rows (Gemm.cpp's tileRows): mnist_mlp's batch of 100 and
+// convolutions of 32 or 64 channels. The others, f64, and AVX2 keep their tiles; the products
+// stay right on every path and transpose, on 1 and 2 threads.
+TEST(Gemm, NarrowTileRows) {
+  const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
+  auto rows = [&](const Case& c, AccType acc = AccType::F32) { return gemm::blockingFor(formOf(c), acc, avx512).mr; };
+  EXPECT_EQ(rows(matmul(100, 128, 784)), 10);
+  EXPECT_EQ(rows(matmul(100, 10, 1280)), 10);
+  EXPECT_EQ(rows(matmul(64, 200, 150)), 8);
+  EXPECT_EQ(rows(matmul(32, 9, 50000, true, false)), 8);
+  EXPECT_EQ(rows(matmul(300, 200, 150)), 12);
+  EXPECT_EQ(rows(matmul(10000, 512, 1000)), 12);
+  EXPECT_EQ(rows(matmul(1024, 1024, 1024)), 12);
+  EXPECT_EQ(rows(matmul(64, 200, 150), AccType::F64), 12);
+  const VectorIsa avx2 = isaOf(*makeJit("haswell"));
+  EXPECT_EQ(gemm::blockingFor(formOf(matmul(64, 200, 150)), AccType::F32, avx2).mr, 6);
+
+  const VectorIsa host = isaOf(hostJit());
+  for (int64_t m : {10, 16, 64, 100})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check(hostJit(), matmul(m, 70, 300, ta, tb), DType::f32, {1, 2});
+  check(hostJit(), matmul(64, 128, 784), DType::f32, {1, 2});  // split K
+  // A tile height the rule never picks (kiln_gemm_tune --mr), with partial panels.
+  VectorIsa forced = host;
+  forced.gemmMr = host.avx512 ? 14 : 4;
+  check(hostJit(), matmul(37, 70, 300), DType::f32, {1, 2}, forced);
+  check(hostJit(), matmul(37, 70, 300, true, true), DType::f32, {2}, forced);
+}
+
+// A block's last panel short of columns runs the micro-kernel of as many vectors as its columns
+// need, which leaves the tile's other columns alone: products whose N leaves 1, 4, 16 or 17 columns
+// over whole panels, in every transpose form, over several K slices and split K, and convolutions
+// of 14 × 14 images (196 = 6 · 32 + 4), on 1 and 2 threads, f32 and f64.
+TEST(Gemm, NarrowLastPanel) {
+  for (int64_t n : {1, 4, 16, 17, 36, 196}) {
+    const Case c = matmul(37, n, 2000);
+    EXPECT_NE(planOf(c).path, gemm::Path::Small) << n << " columns";
+    EXPECT_GT(planOf(c).kBlocks, 1);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check(hostJit(), matmul(37, n, 2000, ta, tb), DType::f32, {1, 2});
+  }
+  check(hostJit(), matmul(37, 36, 2000), DType::f64, {1, 2});
+  const Case deep = matmul(64, 20, 20000, true, false);
+  EXPECT_EQ(planOf(deep).path, gemm::Path::SplitK);
+  check(hostJit(), deep, DType::f32, {1, 2});
+  const Conv conv = kConvs[6];
+  check(hostJit(), conv.forward(), DType::f32, {1, 2});
+  check(hostJit(), conv.gradInput(), DType::f32, {1, 2});
+}
+
+// kiln_gemm_tune's limits (VectorIsa::gemmKc, gemmMb, gemmNb) bound the packed path's blocks, rounded
+// to the register tile, and the product stays right under any of them.
+TEST(Gemm, TuningLimits) {
+  VectorIsa isa = isaOf(hostJit());
+  const Case c = matmul(130, 300, 700);
+  const gemm::Blocking own = gemm::blockingFor(formOf(c), AccType::F32, isa);
+  isa.gemmKc = 100, isa.gemmMb = 20, isa.gemmNb = 40;
+  const gemm::Blocking tuned = gemm::blockingFor(formOf(c), AccType::F32, isa);
+  EXPECT_LE(tuned.kc, 100);
+  EXPECT_EQ(tuned.kBlocks, 7);
+  EXPECT_LE(tuned.mb, gemm::roundUp(20, tuned.mr));
+  EXPECT_LE(tuned.nb, gemm::roundUp(40, tuned.nr));
+  EXPECT_GT(own.kc, tuned.kc);
+  check(hostJit(), c, DType::f32, {1, 2}, isa);
+  check(hostJit(), matmul(130, 300, 700, true, true), DType::f32, {2}, isa);
+}
+
+// Contractions of one module share the micro-kernel, the packing routines of strided operands and
+// the drivers: one definition each, found by name; each keeps its own descriptor.
+TEST(Gemm, SharedFunctions) {
+  const std::vector<Case> cases{matmul(33, 257, 300), matmul(65, 100, 70, true, false), matmul(33, 257, 300),
+                                matmul(2, 90, 77, false, true)};
+  const VectorIsa isa = isaOf(hostJit());
+  std::string ir;
+  std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::f32, isa, &ir);
+  for (size_t i = 0; i < cases.size(); ++i) verify(kernels[i], cases[i], DType::f32, {1, 2}, isa);
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = ir.find(text); at != std::string::npos; at = ir.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("define internal void @kiln.gemm.ukernel."), 2u) << "the tile's and the last panel's narrow one";
+  EXPECT_EQ(count("define internal void @kiln.gemm.item."), 1u);
+  EXPECT_EQ(count("define internal void @kiln.gemm.chunk."), 1u);
+  EXPECT_EQ(count("define internal void @kiln.gemm.pack."), 2u) << "k or rows contiguous, for A and B alike";
+  EXPECT_EQ(count("define internal void @kiln.gemm.small.item."), 1u);
+  EXPECT_EQ(count(".desc = internal constant"), 4u);
+}
+
+// A small GEMM stays on one thread and needs one scratch slot; a large one one per thread.
+TEST(Gemm, ScratchAndThreads) {
+  auto kernel = [](const Case& c) {
+    ir::Graph g = ir::parseGraph(c.graph(DType::f32), "gemm_test.kir");
+    return kernels::lowerGraph(g).at(0);
+  };
+  const kernels::Kernel small = kernel(matmul(64, 32, 64)), large = kernel(matmul(512, 512, 512));
+  const VectorIsa isa = isaOf(hostJit());
+  EXPECT_EQ(contractionScratchBytes(small, isa, 4), contractionScratchBytes(small, isa, 1));
+  EXPECT_GT(contractionScratchBytes(large, isa, 2), contractionScratchBytes(large, isa, 1));
+  EXPECT_EQ(contractionScratchBytes(kernel(matmul(0, 7, 33)), isa, 2), 0);
+}
+
+}  // namespace
+}  // namespace kiln::cpu::gemmtest
