@@ -105,6 +105,7 @@ class PackEmitter {
   void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr);
   llvm::Value* kTableEntry(llvm::Value* k, size_t functional, int lanes = 1);
   llvm::Value* kTableSpans(llvm::Value* k, int lanes);
+  void prefetchRegion();
   llvm::Value* toIx(llvm::Value* v) { return b_.CreateTrunc(v, ix_); }
   llvm::Value* toI64(llvm::Value* v) { return b_.CreateSExt(v, b_.getInt64Ty()); }
   llvm::Align storeAlign() { return g_.storeAlign(); }
@@ -287,6 +288,7 @@ llvm::Function* PackEmitter::emit() {
   r0_ = toIx(f->getArg(4)), rows_ = toIx(f->getArg(5)), k0_ = toIx(f->getArg(6)), kc_ = toIx(kc);
   batchParts_ = groupParts(0, g_.form.batchDims, toIx(batch));
   buildKTable();
+  prefetchRegion();
   const int w = width_;
   const int l = g_.plan.lanes;
   if (kTable_ && !op_.map.bounds.empty() && op_.quotients.empty() && maskedLoads()) {
@@ -392,6 +394,59 @@ llvm::Function* PackEmitter::emit() {
   });
   b_.CreateRetVoid();
   return f;
+}
+
+/// Prefetches the stretch of the operand between the elements of the call's first row at its
+/// first k and its last row at its last k — for a convolution's windows (indices growing with both)
+/// the region the call reads — into L1 when it fits there, else into L2, at most kMostBytes, when
+/// the stretch is not much larger than the call's elements. The
+/// rows of a panel then find their lines on the way instead of missing one after another: a 3×3
+/// window's rows of one k slice read 16 KiB of an image's activations, whose lines no hardware
+/// prefetcher foresees (a cold input gradient's packing ran about 2.7 times slower than warm).
+void PackEmitter::prefetchRegion() {
+  constexpr int64_t kMostBytes = 256 << 10, kL1Bytes = 32 << 10, kLine = 64;
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  auto* body = llvm::BasicBlock::Create(g_.ctx, "prefetch", f);
+  auto* done = llvm::BasicBlock::Create(g_.ctx, "prefetch.done", f);
+  const int64_t bytes = static_cast<int64_t>(g_.storageType()->getPrimitiveSizeInBits() / 8);
+  b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpSGT(rows_, g_.constant(ix_, 0)), b_.CreateICmpSGT(kc_, g_.constant(ix_, 0))),
+                  body, done);
+  b_.SetInsertPoint(body);
+  auto index = [&](llvm::Value* row, llvm::Value* k) {
+    return toI64(b_.CreateAdd(groupParts(rowAt_, rowDims_, row)[0], offsetsAt(k)[0]));
+  };
+  llvm::Value* one = g_.constant(ix_, 1);
+  llvm::Value* lo = index(r0_, k0_);
+  llvm::Value* hi = index(b_.CreateSub(b_.CreateAdd(r0_, rows_), one), b_.CreateSub(b_.CreateAdd(k0_, kc_), one));
+  llvm::Value* extent = b_.CreateSub(hi, lo);  // elements
+  llvm::Value* span = b_.CreateMul(extent, g_.i64(bytes));
+  llvm::Value* reach = g_.min(b_.CreateAdd(span, g_.i64(kLine)), g_.i64(kMostBytes));
+  // Prefetches never fault: lines of the padding outside the buffer cost nothing.
+  llvm::Value* from = b_.CreateGEP(b_.getInt8Ty(), base_, b_.CreateMul(lo, g_.i64(bytes)));
+  llvm::Value* l1 = b_.CreateICmpSLE(reach, g_.i64(kL1Bytes));
+  auto prefetch = [&](int locality) {
+    g_.loop(g_.i64(0), reach, kLine, "prefetch.line", [&](llvm::Value* at) {
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                         {b_.CreateGEP(b_.getInt8Ty(), from, at), b_.getInt32(0), b_.getInt32(locality), b_.getInt32(1)});
+    });
+  };
+  auto* nearBlock = llvm::BasicBlock::Create(g_.ctx, "prefetch.l1", f);
+  auto* farBlock = llvm::BasicBlock::Create(g_.ctx, "prefetch.l2", f);
+  // Only a dense region: at most twice the call's elements (rows far apart, such as the channels
+  // of a weight gradient's dy of which one k slice is read, would bring in lines nobody reads).
+  llvm::Value* elements = b_.CreateMul(toI64(rows_), toI64(kc_));
+  llvm::Value* dense = b_.CreateICmpULE(extent, b_.CreateShl(elements, g_.i64(1)));  // and not negative
+  b_.CreateCondBr(dense, nearBlock, done);
+  b_.SetInsertPoint(nearBlock);
+  auto* l1Block = llvm::BasicBlock::Create(g_.ctx, "prefetch.t0", f);
+  b_.CreateCondBr(l1, l1Block, farBlock);
+  b_.SetInsertPoint(l1Block);
+  prefetch(3);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(farBlock);
+  prefetch(2);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
 }
 
 PackEmitter::PanelRows PackEmitter::panelRows(llvm::Value* p, bool clamp) {
