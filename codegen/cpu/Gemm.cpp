@@ -24,8 +24,9 @@
 // cases: an edge tile computes rows and columns in the tile's padding that the epilogue never
 // reads — except whole vectors of columns: a block's last panel runs a micro-kernel of as many
 // vectors of columns as it holds data (a 14 × 14 image's 196 = 6 · 32 + 4 columns end in a
-// 16-column kernel, not a 32-column one). The micro-kernel keeps MR × NR/lanes vector accumulators in registers (explicit vector
-// types, llvm.fmuladd), broadcasts A and loads B, and adds into the tile after the first slice.
+// 16-column kernel, not a 32-column one). The micro-kernel keeps MR × NR/lanes vector
+// accumulators in registers (explicit vector types, llvm.fmuladd), broadcasts A and loads B, and
+// adds into the tile after the first slice.
 //
 // Blocking, f32 (f64 and i64 keep the byte sizes: half the elements per vector, NR and NB):
 //

@@ -397,12 +397,12 @@ llvm::Function* PackEmitter::emit() {
 }
 
 /// Prefetches the stretch of the operand between the elements of the call's first row at its
-/// first k and its last row at its last k — for a convolution's windows (indices growing with both)
-/// the region the call reads — into L1 when it fits there, else into L2, at most kMostBytes, when
-/// the stretch is not much larger than the call's elements. The
-/// rows of a panel then find their lines on the way instead of missing one after another: a 3×3
-/// window's rows of one k slice read 16 KiB of an image's activations, whose lines no hardware
-/// prefetcher foresees (a cold input gradient's packing ran about 2.7 times slower than warm).
+/// first k and its last row at its last k — for a convolution's windows (indices growing with
+/// both) the region the call reads — into L1 when it fits there, else into L2, at most kMostBytes,
+/// when the stretch is not much larger than the call's elements. The rows of a panel then find
+/// their lines on the way instead of missing one after another: a 3×3 window's rows of one k slice
+/// read 16 KiB of an image's activations, whose lines no hardware prefetcher foresees (a cold input
+/// gradient's packing ran about 2.7 times slower than warm).
 void PackEmitter::prefetchRegion() {
   constexpr int64_t kMostBytes = 256 << 10, kL1Bytes = 32 << 10, kLine = 64;
   llvm::Function* f = b_.GetInsertBlock()->getParent();
