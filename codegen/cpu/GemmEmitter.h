@@ -167,6 +167,8 @@ class GemmBuilder {
   std::string typeTag();
 };
 
+/// first, first + 1, … (`count` values): shuffle masks.
+std::vector<int> iota(int first, int count);
 /// The transpose of a square matrix held as `rows` vectors of as many lanes (Eklundh's algorithm:
 /// one two-input shuffle per row and step).
 std::vector<llvm::Value*> transposeSquare(llvm::IRBuilder<>& b, std::vector<llvm::Value*> rows);

@@ -33,12 +33,6 @@ namespace {
 // transposed operand, which the hardware prefetchers do not follow.
 constexpr int64_t kPrefetchRows = 8;
 
-std::vector<int> iota(int first, int count) {
-  std::vector<int> v(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = first + i;
-  return v;
-}
-
 const char* accName(AccType acc) { return acc == AccType::F32 ? "f32" : acc == AccType::F64 ? "f64" : "i64"; }
 
 /// acc += the dot products of bf16 k pairs, lane by lane: one pair of A (broadcast) with the
@@ -447,6 +441,12 @@ std::vector<llvm::Value*> transposeSquare(llvm::IRBuilder<>& b, std::vector<llvm
     }
   }
   return rows;
+}
+
+std::vector<int> iota(int first, int count) {
+  std::vector<int> v(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = first + i;
+  return v;
 }
 
 llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) {

@@ -71,12 +71,6 @@ int columnsPerStep(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows == 3 
 /// Whether the kernels read B in the dot form (its k contiguous, not converted into rows).
 bool dotForm(const kernels::GemmForm& f) { return !sharedStrides(f, false)->rowsContiguous() && !smallConvertsB(f); }
 
-std::vector<int> iota(int first, int count) {
-  std::vector<int> v(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = first + i;
-  return v;
-}
-
 using Values = std::vector<llvm::Value*>;
 
 /// Emits the small path's shared kernels.
