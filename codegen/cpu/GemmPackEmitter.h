@@ -21,6 +21,8 @@ using kernels::GemmOperand;
 /// The affine functionals of an operand: its index, its bounds, its quotient values.
 std::vector<const Affine*> functionals(const GemmOperand& op);
 
+/// Emits the packing routine of a contraction's operand A (`a`) or B read through its index map,
+/// with the signature of GemmEmitter.h's packFunctionType; emit() is the whole of its interface.
 class PackEmitter {
  public:
   PackEmitter(GemmBuilder& g, bool a)
