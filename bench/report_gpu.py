@@ -4,8 +4,9 @@ Inputs: kiln_bench_gpu's JSON lines (impl kiln-cuda, kiln-cpu, cublaslt; bench/K
 what each field measures) and bench/torch_gpu_anchor.py's (torch-eager, torch-compile,
 torch-compile-ro, torch-compile-max-autotune). A workload measured several times gets the median of
 its times. kiln's time is the wall time of one synchronous Program::run (inputs uploaded, the step
-replayed as a CUDA graph, outputs downloaded); PyTorch's is the CUDA-event time per step of
-back-to-back steps on data already on the GPU, so ratios are conservative for kiln. "kiln / X" below
+replayed as a CUDA graph, outputs downloaded), and again with the inputs kept on the device
+(Program::keepInputs: nothing moves in); PyTorch's is the CUDA-event time per step of
+back-to-back steps on data already on the GPU, so the "kept" ratios are the like-for-like ones. "kiln / X" below
 1: kiln is faster.
 """
 import os
@@ -62,57 +63,75 @@ class Results:
 
 
 def step_ms(r, w):
-    """kiln's device time of a run less the upload of its inputs: about the step itself."""
+    """kiln's device time of a run without moving its inputs: measured with the inputs kept on the
+    device (kept_device_ms), else estimated as the device time less one upload of the inputs."""
+    kept = r.field(w, "kiln-cuda", "kept_device_ms")
+    if kept is not None:
+        return kept
     device, h2d = r.field(w, "kiln-cuda", "device_ms"), r.field(w, "kiln-cuda", "h2d_ms")
     return device - h2d if device is not None and h2d is not None else None
 
 
+def like_ms(r, w):
+    """kiln's wall time comparable with the anchors' (their data stays on the device): with the
+    inputs kept on the device where measured, else the wall time with inputs uploaded."""
+    kept = r.field(w, "kiln-cuda", "kept_ms")
+    return kept if kept is not None else r.ms(w, "kiln-cuda")
+
+
 def main_table(r):
-    print("| workload | kiln cuda ms | device ms | device − upload ms | kiln cpu ms | torch eager ms "
-          "| best torch.compile ms | which | kiln / compile | kiln / eager | kiln cuda / kiln cpu |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    print("| workload | kiln cuda ms | device ms | inputs kept ms | kept device ms | kiln cpu ms | torch eager ms "
+          "| best torch.compile ms | which | kiln / compile | kept / compile | kept / eager | kiln cuda / kiln cpu |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for w in r.workloads("train/") + r.workloads("infer/"):
         kiln, cpu, eager = r.ms(w, "kiln-cuda"), r.ms(w, "kiln-cpu"), r.ms(w, "torch-eager")
+        kept = r.field(w, "kiln-cuda", "kept_ms")
         which, compiled = r.best(w, TORCH_COMPILE)
-        print(f"| {w} | {fmt_ms(kiln)} | {fmt_ms(r.field(w, 'kiln-cuda', 'device_ms'))} | {fmt_ms(step_ms(r, w))} "
-              f"| {fmt_ms(cpu)} | {fmt_ms(eager)} | {fmt_ms(compiled)} | {which or '–'} | {fmt(ratio(kiln, compiled))} "
-              f"| {fmt(ratio(kiln, eager))} | {fmt(ratio(kiln, cpu))} |")
+        print(f"| {w} | {fmt_ms(kiln)} | {fmt_ms(r.field(w, 'kiln-cuda', 'device_ms'))} | {fmt_ms(kept)} "
+              f"| {fmt_ms(step_ms(r, w))} | {fmt_ms(cpu)} | {fmt_ms(eager)} | {fmt_ms(compiled)} | {which or '–'} "
+              f"| {fmt(ratio(kiln, compiled))} | {fmt(ratio(kept, compiled))} | {fmt(ratio(kept, eager))} "
+              f"| {fmt(ratio(kiln, cpu))} |")
 
 
 def target_rows(r):
     """(target, measured, met) for each of issue 6's targets, None where a figure is missing."""
     rows = []
     for model, w in (("mnist_mlp", "train/mnist_mlp/b100/adam"), ("tiny_mlp", "train/tiny_mlp/b64/sgd")):
-        kiln, device = r.ms(w, "kiln-cuda"), r.field(w, "kiln-cuda", "device_ms")
-        rows.append((f"{model} train step ≤ 20 µs", f"{fmt(kiln and kiln * 1e3, '{:.1f}')} µs wall, "
-                     f"{fmt(device and device * 1e3, '{:.1f}')} µs device", kiln is not None and kiln <= 0.020))
-        which, compiled = r.best(w, TORCH_COMPILE)
-        speedup = ratio(compiled, kiln)
-        rows.append((f"{model} ≥ 1.5× faster than torch.compile's best",
-                     f"{times(speedup)} ({which or 'no torch.compile figure'})", speedup is not None and speedup >= 1.5))
+        kiln, device, kept = r.ms(w, "kiln-cuda"), r.field(w, "kiln-cuda", "device_ms"), like_ms(r, w)
+        rows.append((f"{model} train step ≤ 20 µs", f"{fmt(kept and kept * 1e3, '{:.1f}')} µs wall with the inputs "
+                     f"kept, {fmt(kiln and kiln * 1e3, '{:.1f}')} uploading them, "
+                     f"{fmt(device and device * 1e3, '{:.1f}')} µs device", kept is not None and kept <= 0.020))
+        rows.append(faster_row(r, w, f"{model} ≥ 1.5× faster than torch.compile's best", 1.5))
     w, g = "train/simplenet/b10000/adam", "gemms/train/simplenet/b10000/adam"
-    device, gemms = r.field(w, "kiln-cuda", "device_ms"), r.ms(g, "cublaslt")
+    device, gemms, step = r.field(w, "kiln-cuda", "device_ms"), r.ms(g, "cublaslt"), step_ms(r, w)
     rows.append(("simplenet train step within 1.1× of its cuBLASLt GEMMs alone",
-                 f"{times(ratio(device, gemms))} device time ({fmt_ms(device)} / {fmt_ms(gemms)} ms), "
-                 f"{times(ratio(step_ms(r, w), gemms))} without the input upload",
-                 ratio(device, gemms) is not None and ratio(device, gemms) <= 1.1))
-    f32, bf16 = r.ms(w, "kiln-cuda"), r.ms(w + "/bf16", "kiln-cuda")
-    step32, step16 = step_ms(r, w), step_ms(r, w + "/bf16")
+                 f"{times(ratio(step, gemms))} device time with the inputs kept ({fmt_ms(step)} / {fmt_ms(gemms)} ms), "
+                 f"{times(ratio(device, gemms))} uploading them",
+                 ratio(step, gemms) is not None and ratio(step, gemms) <= 1.1))
+    f32, bf16 = like_ms(r, w), like_ms(r, w + "/bf16")
     rows.append(("simplenet train step: bf16 ≥ 2× f32",
-                 f"{times(ratio(f32, bf16))} wall, {times(ratio(step32, step16))} without the input upload",
+                 f"{times(ratio(f32, bf16))} wall with the inputs kept, "
+                 f"{times(ratio(r.ms(w, 'kiln-cuda'), r.ms(w + '/bf16', 'kiln-cuda')))} uploading them",
                  ratio(f32, bf16) is not None and ratio(f32, bf16) >= 2))
-    w = "train/cnn/b64/adam"
-    which, compiled = r.best(w, TORCH_COMPILE)
-    speedup = ratio(compiled, r.ms(w, "kiln-cuda"))
-    rows.append(("cnn train step ≥ 1.2× faster than torch.compile's best", f"{times(speedup)} ({which or 'no figure'})",
-                 speedup is not None and speedup >= 1.2))
+    rows.append(faster_row(r, "train/cnn/b64/adam", "cnn train step ≥ 1.2× faster than torch.compile's best", 1.2))
     return rows
+
+
+def faster_row(r, w, target, factor):
+    """(target, measured, met) for "kiln's step `factor`× faster than torch.compile's best", judged on
+    the wall time with the inputs kept on the device (as the anchors keep theirs), the time uploading
+    them beside it."""
+    which, compiled = r.best(w, TORCH_COMPILE)
+    kept, uploading = ratio(compiled, like_ms(r, w)), ratio(compiled, r.ms(w, "kiln-cuda"))
+    return (target, f"{times(kept)} with the inputs kept, {times(uploading)} uploading them "
+            f"({which or 'no torch.compile figure'})", kept is not None and kept >= factor)
 
 
 def targets(r):
     print("\n### Issue 6's targets\n")
-    print("Met or not on kiln's wall time (device time for the GEMM floor); the figures without the input upload "
-          "(a run copies its inputs to the device, the anchors' data is already there) are estimates.\n")
+    print("Met or not on kiln's wall time with the inputs kept on the device (Program::keepInputs; the anchors' "
+          "data is on the device too), device time for the GEMM floor; the figures uploading the inputs every run "
+          "beside them.\n")
     print("| target | measured | met |")
     print("|---|---|---|")
     for target, measured, met in target_rows(r):

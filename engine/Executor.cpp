@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace kiln::engine {
 
@@ -33,18 +34,34 @@ interp::TensorMap known(const ir::Graph& g, const interp::TensorMap& params) {
   return out;
 }
 
-/// Checks that `inputs` names every input of `g` (callers may pass more, e.g. labels to an
-/// inference graph; the compiled programs ignore those).
-void requireInputs(const ir::Graph& g, const interp::TensorMap& inputs) {
+/// The names of the inputs of `g` that `inputs` has (Executor::keepInputs).
+std::set<std::string> inputNames(const ir::Graph& g, const interp::TensorMap& inputs) {
+  std::set<std::string> names;
   for (const ir::Value* v : g.inputs())
-    KILN_CHECK(inputs.count(v->name), "missing input '{}' ({}) of @{}", v->name, v->type.str(), g.name());
+    if (inputs.count(v->name)) names.insert(v->name);
+  return names;
 }
 
-/// Only the graph's inputs, copied (for the interpreter, which takes nothing else).
-interp::TensorMap graphInputs(const ir::Graph& g, const interp::TensorMap& inputs) {
-  requireInputs(g, inputs);
+/// Checks that `inputs` or `kept` names every input of `g` (callers may pass more, e.g. labels to
+/// an inference graph; the compiled programs ignore those).
+void requireInputs(const ir::Graph& g, const interp::TensorMap& inputs, const std::set<std::string>& kept) {
+  for (const ir::Value* v : g.inputs())
+    KILN_CHECK(inputs.count(v->name) || kept.count(v->name), "missing input '{}' ({}) of @{}: neither given nor kept",
+               v->name, v->type.str(), g.name());
+}
+
+/// Only the graph's inputs, copied from `inputs` or else `kept` (for the interpreter, which takes
+/// nothing else); a given input replaces a kept one.
+interp::TensorMap graphInputs(const ir::Graph& g, const interp::TensorMap& inputs, interp::TensorMap& kept) {
   interp::TensorMap out;
-  for (const ir::Value* v : g.inputs()) out.emplace(v->name, inputs.at(v->name));
+  for (const ir::Value* v : g.inputs()) {
+    auto it = inputs.find(v->name);
+    auto k = kept.find(v->name);
+    KILN_CHECK(it != inputs.end() || k != kept.end(), "missing input '{}' ({}) of @{}: neither given nor kept",
+               v->name, v->type.str(), g.name());
+    if (it != inputs.end() && k != kept.end()) k->second = it->second;
+    out.emplace(v->name, it != inputs.end() ? it->second : k->second);
+  }
   return out;
 }
 
@@ -55,12 +72,21 @@ class InterpExecutor final : public Executor {
   using Executor::run;
   interp::TensorMap run(const interp::TensorMap& inputs) override {
     interp::TensorMap updated;
-    interp::TensorMap out = interp::run(graph_, graphInputs(graph_, inputs), params_, &updated);
+    interp::TensorMap out = interp::run(graph_, graphInputs(graph_, inputs, kept_), params_, &updated);
     for (auto& [name, t] : updated) params_.insert_or_assign(name, std::move(t));
     return out;
   }
   void setParams(const interp::TensorMap& params) override {
     for (auto& [name, t] : known(graph_, params)) params_.insert_or_assign(name, t);
+  }
+  void keepInputs(interp::TensorMap inputs) override {
+    for (const ir::Value* v : graph_.inputs()) {
+      auto it = inputs.find(v->name);
+      if (it == inputs.end()) continue;
+      KILN_CHECK(it->second.dtype() == v->type.dtype && it->second.shape() == v->type.shape,
+                 "input '{}' is {}, expected {}", v->name, it->second.typeStr(), v->type.str());
+      kept_.insert_or_assign(v->name, std::move(it->second));
+    }
   }
   interp::TensorMap params() const override { return params_; }
   Target target() const override { return Target::Interp; }
@@ -69,6 +95,7 @@ class InterpExecutor final : public Executor {
  private:
   ir::Graph graph_;
   interp::TensorMap params_;
+  interp::TensorMap kept_;
 };
 
 /// A compiled backend: the default pipeline (with the precision policy), then the backend's Program
@@ -89,16 +116,20 @@ class CompiledExecutor final : public Executor {
   }
 
   interp::TensorMap run(const interp::TensorMap& inputs) override {
-    requireInputs(program_->graph(), inputs);
+    requireInputs(program_->graph(), inputs, kept_);
     return program_->run(inputs);
   }
   void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) override {
     if constexpr (requires { program_->run(inputs, outputs); }) {
-      requireInputs(program_->graph(), inputs);
+      requireInputs(program_->graph(), inputs, kept_);
       program_->run(inputs, outputs);
     } else {
       Executor::run(inputs, outputs);
     }
+  }
+  void keepInputs(interp::TensorMap inputs) override {
+    for (const std::string& name : inputNames(program_->graph(), inputs)) kept_.insert(name);
+    program_->keepInputs(std::move(inputs));
   }
   void setParams(const interp::TensorMap& params) override { program_->setParams(known(program_->graph(), params)); }
   interp::TensorMap params() const override { return program_->params(); }
@@ -119,6 +150,7 @@ class CompiledExecutor final : public Executor {
 
  private:
   std::unique_ptr<Program> program_;
+  std::set<std::string> kept_;  // the inputs keepInputs named
   double compileMs_ = 0;
 };
 
@@ -148,11 +180,18 @@ class AutoExecutor final : public Executor {
     return out;
   }
   void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) override {
+    for (auto& [name, t] : kept_)  // a given input replaces the kept one
+      if (auto it = inputs.find(name); it != inputs.end()) t = it->second;
     const auto t0 = std::chrono::steady_clock::now();
     current_->run(inputs, outputs);
     if (runs_++ > 0)  // the first run includes one-time work (CUDA graph capture)
       times_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (static_cast<int>(times_.size()) == kCheckAfter) check(inputs);
+  }
+  void keepInputs(interp::TensorMap inputs) override {
+    // A copy for the device tried later (check()); the current one takes the tensors.
+    for (const auto& [name, t] : inputs) kept_.insert_or_assign(name, t);
+    current_->keepInputs(std::move(inputs));
   }
   void setParams(const interp::TensorMap& params) override { current_->setParams(params); }
   interp::TensorMap params() const override { return current_->params(); }
@@ -194,6 +233,7 @@ class AutoExecutor final : public Executor {
     }
     const interp::TensorMap params = current_->params();
     candidate->setParams(params);
+    if (!kept_.empty()) candidate->keepInputs(kept_);
     std::vector<double> t;
     for (int i = 0; i <= kCheckAfter; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -218,6 +258,7 @@ class AutoExecutor final : public Executor {
   cost::ProgramCost predicted_;
   bool gpuPresent_ = false;
   std::unique_ptr<Executor> current_;
+  interp::TensorMap kept_;  // what keepInputs kept, for a device tried later
   std::vector<double> times_;
   int runs_ = 0;
   double compileMs_ = 0;

@@ -73,6 +73,12 @@ class Executor {
   virtual void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) {
     for (auto& [name, t] : run(inputs)) outputs.insert_or_assign(name, std::move(t));
   }
+  /// Keeps `inputs` (graph inputs by name, exact dtype and shape; other entries are ignored) for
+  /// the runs that follow, which may leave them out: a full batch that stays the same is moved to
+  /// the device once (cuda) and never copied again. A run that gives a kept input uses that value
+  /// and keeps it from then on. A run that leaves out an input neither given nor kept is a
+  /// kiln::Error naming it.
+  virtual void keepInputs(interp::TensorMap inputs) = 0;
   /// Replaces the parameters named in `params` that this graph has (others are ignored; a
   /// parameter of another dtype or shape is a kiln::Error).
   virtual void setParams(const interp::TensorMap& params) = 0;

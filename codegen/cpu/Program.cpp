@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <unordered_map>
@@ -197,6 +198,7 @@ struct Program::Impl {
   std::vector<rt::HostTensor> params;  // graph parameter order
   rt::HostTensor arena, scratch;
   std::vector<void*> inputs;  // bound for the current run
+  std::vector<std::optional<rt::HostTensor>> kept;  // per graph input: kept by keepInputs
   std::vector<std::vector<void*>> tables;
   std::vector<double> kernelMicros;  // ProgramOptions::profile: summed over profiledRuns
   int64_t profiledRuns = 0;
@@ -251,6 +253,7 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   I.arena = rt::HostTensor(DType::boolean, {std::max<int64_t>(I.stats.arenaBytes, 1)});
   I.scratch = rt::HostTensor(DType::boolean, {std::max<int64_t>(I.stats.scratchBytes, 1)});
   I.inputs.assign(I.graph.inputs().size(), nullptr);
+  I.kept.resize(I.graph.inputs().size());
   I.tables.resize(I.layout.kernels.size());
   I.kernelMicros.assign(I.layout.kernels.size(), 0.0);
   for (const Location& at : I.layout.outputs) {
@@ -267,10 +270,19 @@ void Program::Impl::execute(const interp::TensorMap& given) {
   for (size_t i = 0; i < graphInputs.size(); ++i) {
     const ir::Value* v = graphInputs[i];
     auto it = given.find(v->name);
-    KILN_CHECK(it != given.end(), "missing input '{}' ({})", v->name, v->type.str());
+    if (it == given.end()) {
+      KILN_CHECK(kept[i], "missing input '{}' ({}): neither given nor kept", v->name, v->type.str());
+      inputs[i] = kept[i]->data();
+      continue;
+    }
     const rt::HostTensor& t = it->second;
     KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
                t.typeStr(), v->type.str());
+    if (kept[i]) {
+      *kept[i] = t;
+      inputs[i] = kept[i]->data();
+      continue;
+    }
     inputs[i] = const_cast<void*>(t.data());  // kernels never write inputs
   }
   rt::ThreadPool* pool = options.pool;
@@ -288,6 +300,19 @@ void Program::Impl::execute(const interp::TensorMap& given) {
     kernelMicros[k] += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
   profiledRuns += options.profile;
+}
+
+void Program::keepInputs(interp::TensorMap inputs) {
+  Impl& I = *impl_;
+  const auto& graphInputs = I.graph.inputs();
+  for (size_t i = 0; i < graphInputs.size(); ++i) {
+    const ir::Value* v = graphInputs[i];
+    auto it = inputs.find(v->name);
+    if (it == inputs.end()) continue;
+    KILN_CHECK(it->second.dtype() == v->type.dtype && it->second.shape() == v->type.shape,
+               "input '{}' is {}, expected {}", v->name, it->second.typeStr(), v->type.str());
+    I.kept[i] = std::move(it->second);
+  }
 }
 
 interp::TensorMap Program::run(const interp::TensorMap& inputs) {

@@ -140,6 +140,11 @@ class Program {
   /// storage is where the next run writes. Other entries are replaced; entries that name no
   /// output are left alone. Keep `outputs` across runs of a loop to allocate nothing per run.
   void run(const interp::TensorMap& inputs, interp::TensorMap& outputs);
+  /// Keeps `inputs` (graph inputs by name, exact dtype and shape; other entries are ignored) for
+  /// the runs that follow, which may then leave them out and read the kept tensors (moved in, never
+  /// copied per run). A run that gives a kept input uses that value, which is kept (copied) from
+  /// then on. Same contract as cuda::Program's, where kept inputs stay on the device.
+  void keepInputs(interp::TensorMap inputs);
 
   /// Replaces parameters by name (each must exist and match its type exactly); others keep theirs.
   void setParams(const interp::TensorMap& params);

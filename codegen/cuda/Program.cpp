@@ -128,6 +128,9 @@ struct Program::Impl {
   std::vector<gpu::DeviceBuffer> inputs, params, owned;
   gpu::DeviceBuffer arena, scratch;
   std::vector<gpu::PinnedHostBuffer> inputStaging, outputStaging;
+  /// Per graph input: kept on the device (keepInputs), and uploaded by the current run (given to
+  /// it); `replayUploads` is the latter when the replayed graph was captured.
+  std::vector<char> kept, uploading, replayUploads;
 
   /// One step of a run, bound to device addresses once at compile time.
   struct BoundStep {
@@ -253,10 +256,12 @@ struct Program::Impl {
       for (CUdeviceptr& a : b.args) b.argPointers.push_back(&a);
   }
 
-  /// Enqueues one run's device work (uploads from the pinned staging, steps, downloads, updates).
+  /// Enqueues one run's device work (uploads of the given inputs from the pinned staging, steps,
+  /// downloads, updates).
   void enqueue() {
     gpu::Stream& s = context->stream();
-    for (size_t i = 0; i < inputs.size(); ++i) s.upload(inputs[i].ptr(), inputStaging[i].data(), inputs[i].bytes());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (uploading[i]) s.upload(inputs[i].ptr(), inputStaging[i].data(), inputs[i].bytes());
     const bool profiling = options.profile;
     if (profiling) stepsBegin->record(s);
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -384,6 +389,8 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
     I.inputs.push_back(I.context->allocate(static_cast<size_t>(v->type.bytes())));
     I.inputStaging.emplace_back(static_cast<size_t>(std::max<int64_t>(v->type.bytes(), 1)));
   }
+  I.kept.assign(I.inputs.size(), 0);
+  I.uploading.assign(I.inputs.size(), 1);
   for (const ir::Param& p : I.graph.params()) {
     rt::HostTensor init = interp::initialize(p);
     I.params.push_back(I.context->allocate(init.bytes()));
@@ -427,7 +434,11 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   for (size_t i = 0; i < graphInputs.size(); ++i) {
     const ir::Value* v = graphInputs[i];
     auto it = inputs.find(v->name);
-    KILN_CHECK(it != inputs.end(), "missing input '{}' ({})", v->name, v->type.str());
+    I.uploading[i] = it != inputs.end();
+    if (!I.uploading[i]) {
+      KILN_CHECK(I.kept[i], "missing input '{}' ({}): neither given nor kept", v->name, v->type.str());
+      continue;
+    }
     const rt::HostTensor& t = it->second;
     KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
                t.typeStr(), v->type.str());
@@ -436,8 +447,12 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   gpu::Stream& s = I.context->stream();
   I.start->record(s);
   if (I.runs >= 1 && I.options.graphs && !I.options.profile) {
+    // The replayed graph uploads the inputs its capture's run was given: captured again when a run
+    // gives another set (keepInputs).
+    if (I.replay && I.replayUploads != I.uploading) I.replay.reset();
     if (!I.replay) {
       I.replay.emplace(gpu::Graph::capture(s, [&] { I.enqueue(); }));
+      I.replayUploads = I.uploading;
       I.stats.graphNodes = I.replay->nodeCount();
     }
     I.replay->launch(s);
@@ -466,6 +481,23 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
     outputs.insert_or_assign(outs[i].name, std::move(t));
   }
   return outputs;
+}
+
+void Program::keepInputs(const interp::TensorMap& inputs) {
+  Impl& I = *impl_;
+  I.context->makeCurrent();
+  const auto& graphInputs = I.graph.inputs();
+  for (size_t i = 0; i < graphInputs.size(); ++i) {
+    const ir::Value* v = graphInputs[i];
+    auto it = inputs.find(v->name);
+    if (it == inputs.end()) continue;
+    const rt::HostTensor& t = it->second;
+    KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
+               t.typeStr(), v->type.str());
+    I.context->stream().upload(I.inputs[i].ptr(), t.data(), t.bytes());
+    I.kept[i] = 1;
+  }
+  I.context->synchronize();
 }
 
 void Program::setParams(const interp::TensorMap& params) {

@@ -11,15 +11,17 @@
 //            binds the layout to device memory
 //   memory   everything lives on the device for the program's life: the plan's arena for the
 //            intermediates, parameters and optimizer state, outputs and update values, constant
-//            data (uploaded once), the graph inputs (uploaded once per run), one scratch area for
-//            the kernels that need one, cuBLASLt's workspace. Before allocating, the bytes needed
+//            data (uploaded once), the graph inputs (uploaded by each run that gives them), one
+//            scratch area for the kernels that need one, cuBLASLt's workspace. Before allocating, the bytes needed
 //            are checked against the device's free memory.
-//   run      copies the inputs to the device (through pinned buffers), runs every step — kernel
+//   run      copies the inputs it is given to the device (through pinned buffers; inputs that
+//            keepInputs keeps on the device may be left out), runs every step — kernel
 //            launches and cuBLASLt products — on one stream, copies the new parameter values over
 //            the parameters (device to device) and the outputs back. The first run executes the
 //            steps directly (cuBLASLt plans are built, shared-memory limits raised); from the
 //            second on, the whole run — uploads, steps, updates, downloads — replays as one CUDA
-//            graph: the host does one copy per input and output (on every thread of the pool
+//            graph (captured again when a run gives another set of inputs than the capture's):
+//            the host does one copy per input and output (on every thread of the pool
 //            from 2 MiB: rt::ThreadPool::copy) and one graph launch.
 //
 // The header includes no CUDA header.
@@ -84,8 +86,14 @@ class Program {
   static std::unique_ptr<Program> compile(const ir::Graph& graph, const ProgramOptions& options = {});
   ~Program();
 
-  /// Runs the graph once (see the file comment); same contract as cpu::Program::run.
+  /// Runs the graph once (see the file comment); same contract as cpu::Program::run, inputs kept
+  /// by keepInputs included: the run uploads only the inputs it is given.
   interp::TensorMap run(const interp::TensorMap& inputs);
+  /// Uploads `inputs` (graph inputs by name, exact dtype and shape; other entries are ignored) and
+  /// keeps them on the device: later runs may leave them out and move nothing for them (a full
+  /// batch that stays the same, as a framework's data on the device). A run that gives a kept
+  /// input uploads that value, which is kept from then on. Same contract as cpu::Program's.
+  void keepInputs(const interp::TensorMap& inputs);
   /// Replaces parameters by name (each must exist and match exactly); uploads them.
   void setParams(const interp::TensorMap& params);
   /// The current parameters, downloaded.

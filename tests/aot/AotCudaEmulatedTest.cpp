@@ -364,6 +364,41 @@ TEST_F(AotCudaEmulated, TheJitProgramStagesLargeTensorsWhole) {
   }
 }
 
+// Inputs kept on the device (cuda::Program::keepInputs): runs that leave them out move nothing for
+// them and compute what runs given them compute; a run that gives one uploads it, and it stays;
+// an input neither given nor kept is an error naming it. (CUDA-graph replay with kept inputs:
+// CudaBackendTest.KeptInputsReplayAsCudaGraphs on a device.)
+TEST_F(AotCudaEmulated, TheJitProgramKeepsInputsOnTheDevice) {
+  ir::Graph g("kept");
+  const ir::TensorType t{DType::f32, {4, 5}};
+  ir::Value* x = g.addInput("x", t);
+  ir::Value* z = g.addInput("z", t);
+  g.addOutput("y", kiln::testing::node(g, "mul", {kiln::testing::node(g, "add", {x, z}), x}));
+  EmulatedDevice device(g);
+  std::unique_ptr<cuda::Program> given, kept;
+  ASSERT_NO_THROW(given = emulatedProgram(g, false));
+  ASSERT_NO_THROW(kept = emulatedProgram(g, false));
+  const interp::TensorMap a = modelInputs(g, 11), b = modelInputs(g, 12);
+  kept->keepInputs(a);
+  kiln::testing::expectIdentical(given->run(a), kept->run({}), "both kept");
+  kiln::testing::expectIdentical(given->run(b), kept->run(b), "both given over the kept ones");
+  kiln::testing::expectIdentical(given->run(b), kept->run({}), "the given values kept");
+  interp::TensorMap onlyZ;
+  onlyZ.emplace("z", a.at("z"));
+  interp::TensorMap mixed = b;
+  mixed.insert_or_assign("z", a.at("z"));
+  kiln::testing::expectIdentical(given->run(mixed), kept->run(onlyZ), "x kept, z given");
+  EXPECT_EQ(device.error(), "");
+  std::unique_ptr<cuda::Program> fresh = emulatedProgram(g, false);
+  try {
+    fresh->run(onlyZ);
+    ADD_FAILURE() << "a run without x did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing input 'x' (f32[4,5]): neither given nor kept"), std::string::npos)
+        << e.what();
+  }
+}
+
 // A library copies inputs and outputs of 2 MiB and more to and from its pinned buffers on a pool of
 // num_threads threads (kaot_copy, aot/runtime/kiln_aot_common.c), and starts none without such a
 // tensor: a 2.1 MB input returned as the output comes back whole, run after run, on 1, 2 and 3

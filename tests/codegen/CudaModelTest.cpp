@@ -345,6 +345,32 @@ TEST_F(CudaBackendTest, TrainingStepsReplayAsCudaGraphsBitForBit) {
   }
 }
 
+// Inputs kept on the device (Program::keepInputs) under CUDA-graph replay: the graph captured
+// without their uploads, captured again when a run gives them (and when it gives them no more),
+// bit for bit what a program given every input each run computes.
+TEST_F(CudaBackendTest, KeptInputsReplayAsCudaGraphs) {
+  ir::Graph g = trainingStep("mnist_mlp", Precision::F32);
+  cuda::ProgramOptions direct;
+  direct.graphs = false;
+  std::unique_ptr<cuda::Program> replayed, plain;
+  try {
+    replayed = compileCuda(g);
+    plain = compileCuda(g, direct);
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  const interp::TensorMap a = modelInputs(g, 200), b = modelInputs(g, 201);
+  replayed->keepInputs(a);
+  const interp::TensorMap* given[] = {&a, &a, &a, &b, &b, &b};
+  const bool giving[] = {false, false, false, true, false, false};
+  for (int run = 0; run < 6; ++run) {
+    const std::string what = fmt::format("run {} ({})", run + 1, giving[run] ? "given" : "kept");
+    expectIdentical(plain->run(*given[run]), replayed->run(giving[run] ? *given[run] : interp::TensorMap{}), what);
+  }
+  expectIdentical(plain->params(), replayed->params(), "parameters after 6 steps");
+  EXPECT_GT(replayed->stats().graphNodes, 0u) << "no CUDA graph was captured";
+}
+
 // --- Per-kernel profile: a profiled program computes what the replayed one does, never captures a
 // graph, and times every kernel that has steps; the kernels' sum is the steps' device time, within
 // what the uploads before them add to lastRunDeviceMs.
