@@ -1,11 +1,12 @@
 // GFLOP/s of the generated GEMM (codegen/cpu/Gemm.h) on a few shapes, for tuning its blocking.
-// Each shape is one f32 contraction kernel whose epilogue copies the finished tiles into the result;
+// Each shape is one f32 contraction kernel (--bf16: bf16 operands and result, f32 accumulation, as
+// the amp pass makes them) whose epilogue copies the finished tiles into the result;
 // it runs on pools of 1 and 2 threads, 20 timed runs of at least 0.05 s of repetitions each. It
 // prints the best and the median run by wall time, the time of the best, and the best by CPU time
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
 //
-//   kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]
+//   kiln_gemm_tune [--bf16] [--cold] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]
 //
 // --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
 // the rows and the columns of a C block, rounded to the register tile); --sweep runs each shape
@@ -33,7 +34,10 @@ namespace {
 
 using namespace kiln;
 
-/// One f32 contraction node: `%r = OP(%a, %b) {ATTRS} : RESULT`.
+/// The operands' and result's dtype: "f32", or "bf16" (--bf16).
+std::string operandDtype = "f32";
+
+/// One contraction node: `%r = OP(%a, %b) {ATTRS} : RESULT`.
 struct Shape {
   std::string a, b, op, attrs, result;
   double flops;
@@ -41,24 +45,26 @@ struct Shape {
 };
 
 Shape matmul(int64_t m, int64_t n, int64_t k, bool ta = false, bool tb = false) {
-  return {ta ? fmt::format("f32[{},{}]", k, m) : fmt::format("f32[{},{}]", m, k),
-          tb ? fmt::format("f32[{},{}]", n, k) : fmt::format("f32[{},{}]", k, n), "matmul",
-          fmt::format("transpose_a={}, transpose_b={}", ta, tb), fmt::format("f32[{},{}]", m, n),
+  const std::string& t = operandDtype;
+  return {ta ? fmt::format("{}[{},{}]", t, k, m) : fmt::format("{}[{},{}]", t, m, k),
+          tb ? fmt::format("{}[{},{}]", t, n, k) : fmt::format("{}[{},{}]", t, k, n), "matmul",
+          fmt::format("transpose_a={}, transpose_b={}", ta, tb), fmt::format("{}[{},{}]", t, m, n),
           2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
           ta || tb ? fmt::format("{}{}", ta ? "Aᵀ" : "A", tb ? "Bᵀ" : "B") : ""};
 }
 
 /// conv2d of x[n,c,h,w] with w[o,c,k,k], stride 1, padding k/2 ("same").
 Shape conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k) {
-  return {fmt::format("f32[{},{},{},{}]", n, c, h, w), fmt::format("f32[{},{},{},{}]", o, c, k, k), "conv2d",
-          fmt::format("padding=[{},{}]", k / 2, k / 2), fmt::format("f32[{},{},{},{}]", n, o, h, w),
+  const std::string& t = operandDtype;
+  return {fmt::format("{}[{},{},{},{}]", t, n, c, h, w), fmt::format("{}[{},{},{},{}]", t, o, c, k, k), "conv2d",
+          fmt::format("padding=[{},{}]", k / 2, k / 2), fmt::format("{}[{},{},{},{}]", t, n, o, h, w),
           2.0 * static_cast<double>(n * o * h * w) * static_cast<double>(c * k * k),
           fmt::format("padding {}", k / 2)};
 }
 
-/// void epilogue(bufs, tile, ldt, b, m0, m1, n0, n1): copies the tile into the f32 result
-/// bufs[out] at row-major [.., M, N].
-llvm::Function* copyEpilogue(llvm::Module& m, size_t out, int64_t resultM, int64_t resultN) {
+/// void epilogue(bufs, tile, ldt, b, m0, m1, n0, n1): copies the f32 tile into the result bufs[out]
+/// at row-major [.., M, N], of dtype f32 or bf16 (`bf16`: the upper half of each f32, truncated).
+llvm::Function* copyEpilogue(llvm::Module& m, size_t out, int64_t resultM, int64_t resultN, bool bf16) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
   llvm::Type* i64 = b.getInt64Ty();
@@ -81,14 +87,16 @@ llvm::Function* copyEpilogue(llvm::Module& m, size_t out, int64_t resultM, int64
   llvm::PHINode* row = b.CreatePHI(i64, 2);
   row->addIncoming(m0, entry);
   llvm::Value* from = b.CreateGEP(f32, tile, b.CreateMul(b.CreateSub(row, m0), ldt));
+  llvm::Type* st = bf16 ? b.getInt16Ty() : f32;
   llvm::Value* to = b.CreateGEP(
-      f32, result, b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)));
+      st, result, b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)));
   b.CreateBr(cols);
   b.SetInsertPoint(cols);
   llvm::PHINode* col = b.CreatePHI(i64, 2);
   col->addIncoming(n0, rows);
   llvm::Value* v = b.CreateLoad(f32, b.CreateGEP(f32, from, b.CreateSub(col, n0)));
-  b.CreateStore(v, b.CreateGEP(f32, to, col));
+  if (bf16) v = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(v, b.getInt32Ty()), 16), st);
+  b.CreateStore(v, b.CreateGEP(st, to, col));
   llvm::Value* nextCol = b.CreateAdd(col, b.getInt64(1));
   col->addIncoming(nextCol, cols);
   b.CreateCondBr(b.CreateICmpSLT(nextCol, n1), cols, rowEnd);
@@ -115,6 +123,16 @@ struct Timing {
   double minSeconds = 0.05;
 };
 
+/// --cold: each timed call runs once after 64 MiB of other data were written, so its operands
+/// come from memory, as in a training step where other kernels ran in between.
+bool coldCalls = false;
+
+void evictCaches() {
+  static std::vector<char> junk(size_t{64} << 20);
+  static char value = 0;
+  std::fill(junk.begin(), junk.end(), ++value);
+}
+
 void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing& timing = {}) {
   const std::string node = fmt::format("%r = {}(%a, %b) {{{}}} : {}", s.op, s.attrs, s.result);
   ir::Graph g = ir::parseGraph(
@@ -124,7 +142,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
   const kernels::GemmForm form = kernels::gemmForm(k);
   auto m = std::make_unique<llvm::Module>("gemm_tune", jit.context());
   const size_t out = static_cast<size_t>(k.outputs.at(0));
-  cpu::emitContraction(*m, "gemm", k, copyEpilogue(*m, out, form.groups * form.m, form.n), isa);
+  cpu::emitContraction(*m, "gemm", k, copyEpilogue(*m, out, form.groups * form.m, form.n, operandDtype == "bf16"), isa);
   cpu::CompileOptions options;
   options.pipeline = cpu::CompileOptions::Pipeline::Light;  // as cpu::Program compiles kernels
   if (const char* dir = std::getenv("KILN_GEMM_DUMP")) options.dumpDir = dir, options.dumpStem = "gemm";
@@ -136,7 +154,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
   std::uniform_real_distribution<float> u(-1, 1);
   for (const kernels::Buffer& buf : k.buffers) {
     tensors.emplace_back(buf.type.dtype, buf.type.shape);
-    for (int64_t i = 0; i < tensors.back().numel(); ++i) tensors.back().as<float>()[i] = u(rng);
+    for (int64_t i = 0; i < tensors.back().numel(); ++i) tensors.back().set(i, u(rng));
   }
   std::string line = fmt::format("{:<64} compile {:4.0f} ms", fmt::format("{}({}, {}) {}", s.op, s.a, s.b, s.label),
                                  compiled->compileMs());
@@ -155,6 +173,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
     double bestCpu = 1e30;
     for (int rep = 0; rep < timing.reps; ++rep) {
       int calls = 0;
+      if (coldCalls) evictCaches();
       const auto start = std::chrono::steady_clock::now();
       const double cpuStart = cpuSeconds(threads > 1);
       double elapsed = 0;
@@ -162,7 +181,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
         fn(bufs.data(), &pool);
         ++calls;
         elapsed = seconds(std::chrono::steady_clock::now() - start);
-      } while (elapsed < timing.minSeconds);
+      } while (!coldCalls && elapsed < timing.minSeconds);
       times.push_back(elapsed / calls);
       bestCpu = std::min(bestCpu, (cpuSeconds(threads > 1) - cpuStart) / calls / threads);
     }
@@ -188,7 +207,7 @@ void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: kiln_gemm_tune [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
+  fmt::print(stderr, "usage: kiln_gemm_tune [--bf16] [--cold] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
   return 2;
 }
 
@@ -204,6 +223,10 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--sweep") {
       sweeping = true;
+    } else if (a == "--cold") {
+      coldCalls = true;
+    } else if (a == "--bf16") {
+      operandDtype = "bf16";
     } else if (a == "--kc" || a == "--mb" || a == "--nb") {
       if (i + 1 >= argc) return usage();
       const int64_t v = std::atoll(argv[++i]);
