@@ -474,9 +474,10 @@ class GemmEmitter {
     llvm::Value* bufs = kernel->getArg(0);
     llvm::Value* scratch = b_.CreateAlignedLoad(
         b_.getPtrTy(), b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), bufs, g_.kernel.buffers.size()), llvm::Align(8));
-    for (uint64_t counter = 0; counter < 3; ++counter)  // slots, items, second-phase items
-      b_.CreateAlignedStore(g_.i64(0), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), scratch, counter),
-                            llvm::Align(8));
+    // The slot counter and every claim flag (GemmDriver.cpp) start at zero.
+    b_.CreateAlignedStore(g_.i64(0), scratch, llvm::Align(8));
+    b_.CreateMemSet(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch, kScratchHeaderBytes), b_.getInt8(0),
+                    g_.plan.claimsBytes(), llvm::MaybeAlign(8));
     llvm::Value* ctx = b_.CreateAlloca(llvm::ArrayType::get(b_.getPtrTy(), 2), nullptr, "ctx");
     b_.CreateAlignedStore(bufs, ctx, llvm::Align(8));
     b_.CreateAlignedStore(descriptor, b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), ctx, 1), llvm::Align(8));

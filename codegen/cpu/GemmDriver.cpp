@@ -3,9 +3,16 @@
 // operands, its epilogue) is in its descriptor, a constant the drivers read at run time, so the
 // drivers are optimized and compiled once per module.
 //
-// The chunk function that kiln_parallel_for runs claims a scratch slot, then items one at a time
-// from a shared counter (both counters live in the scratch header), so a thread that starts late
-// or runs slower simply takes fewer items. Which thread computes an item never changes its result.
+// The chunk function that kiln_parallel_for runs claims a scratch slot (a counter in the scratch
+// header), then claims items one at a time by their flags (a byte per item after the header): first
+// the range of items the pool handed it, in order, then, once that is done, whatever is left of the
+// others' ranges from their ends. So a thread that starts late or runs slower simply takes fewer
+// items, and otherwise each thread computes the same items step after step: the blocks of a result
+// (and the packed operands and results of the kernels around it, which the pool splits the same
+// way) stay in the caches of the core that wrote them. Claiming from one shared counter instead
+// handed consecutive items to alternating threads, and every kernel then read and wrote lines the
+// other core held: cnn's first convolution ran slower on two threads than on one (Zen 5:
+// 698 µs on one, 930 on two). Which thread computes an item never changes its result.
 //
 // Packed path, one item = one C block over all of K (see Gemm.cpp's file comment):
 //
@@ -338,12 +345,71 @@ llvm::Value* scratchOf(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d) {
                              llvm::Align(8), "scratch");
 }
 
+/// `bytes` rounded up to a multiple of 64.
+llvm::Value* align64(GemmBuilder& g, llvm::Value* bytes) {
+  return g.b.CreateAnd(g.b.CreateAdd(bytes, g.i64(63)), g.i64(-64));
+}
+
+/// Blocking::claimsBytes from the descriptor: the claim flags of both phases.
+llvm::Value* claimsBytes(GemmBuilder& g, llvm::Value* d) {
+  return g.b.CreateAdd(align64(g, desc::load(g.b, d, desc::Items)), align64(g, desc::load(g.b, d, desc::ReduceItems)));
+}
+
+/// The claim flags of phase `phase` (0: the items, 1: SplitK's reduction), a byte per item.
+llvm::Value* claimFlags(GemmBuilder& g, llvm::Value* scratch, llvm::Value* d, int phase) {
+  llvm::Value* offset = g.i64(kScratchHeaderBytes);
+  if (phase == 1) offset = g.b.CreateAdd(offset, align64(g, desc::load(g.b, d, desc::Items)));
+  return g.b.CreateInBoundsGEP(g.b.getInt8Ty(), scratch, offset, "claims");
+}
+
 /// The partial product of part `s` of batch `batch` (SplitK).
 llvm::Value* partialOf(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* batch, llvm::Value* s) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* index = b.CreateAdd(b.CreateMul(batch, desc::load(b, d, desc::Splits)), s);
-  llvm::Value* offset = b.CreateAdd(g.i64(kScratchHeaderBytes), b.CreateMul(index, desc::load(b, d, desc::PartialBytes)));
+  llvm::Value* offset = b.CreateAdd(b.CreateAdd(g.i64(kScratchHeaderBytes), claimsBytes(g, d)),
+                                    b.CreateMul(index, desc::load(b, d, desc::PartialBytes)));
   return b.CreateInBoundsGEP(b.getInt8Ty(), scratchOf(g, bufs, d), offset, "partial");
+}
+
+/// Runs work(i) for every item i in [0, items) whose flag this call claims: first its own range
+/// [begin, end) in order, then the others' items from the last down (the ends of the other
+/// threads' ranges, where their owners reach last). A flag already set is skipped without a write;
+/// an unset one is claimed by an atomic exchange, so each item runs exactly once.
+void claimItems(GemmBuilder& g, llvm::Function* f, llvm::Value* flags, llvm::Value* items, llvm::Value* begin,
+                llvm::Value* end, const std::function<void(llvm::Value*)>& work) {
+  llvm::IRBuilder<>& b = g.b;
+  auto claim = [&](llvm::Value* i) {
+    llvm::Value* flag = b.CreateInBoundsGEP(b.getInt8Ty(), flags, i);
+    auto* free = llvm::BasicBlock::Create(g.ctx, "claim.free", f);
+    auto* mine = llvm::BasicBlock::Create(g.ctx, "claim.mine", f);
+    auto* next = llvm::BasicBlock::Create(g.ctx, "claim.next", f);
+    llvm::LoadInst* seen = b.CreateAlignedLoad(b.getInt8Ty(), flag, llvm::Align(1));
+    seen->setAtomic(llvm::AtomicOrdering::Monotonic);
+    b.CreateCondBr(b.CreateICmpEQ(seen, b.getInt8(0)), free, next);
+    b.SetInsertPoint(free);
+    llvm::Value* before = b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, flag, b.getInt8(1), llvm::Align(1),
+                                            llvm::AtomicOrdering::Monotonic);
+    b.CreateCondBr(b.CreateICmpEQ(before, b.getInt8(0)), mine, next);
+    b.SetInsertPoint(mine);
+    work(i);
+    b.CreateBr(next);
+    b.SetInsertPoint(next);
+  };
+  // The pool's range, clamped to the items (a direct call hands over [0, items)).
+  llvm::Value* first = g.min(begin, items);
+  llvm::Value* last = g.min(end, items);
+  g.loop(first, last, 1, "own", claim);
+  // The others' items, from the last down: i = items - 1 - j, skipping [first, last).
+  g.loop(g.i64(0), items, 1, "steal", [&](llvm::Value* j) {
+    llvm::Value* i = b.CreateSub(b.CreateSub(items, g.i64(1)), j);
+    auto* other = llvm::BasicBlock::Create(g.ctx, "steal.other", f);
+    auto* skip = llvm::BasicBlock::Create(g.ctx, "steal.skip", f);
+    b.CreateCondBr(b.CreateAnd(b.CreateICmpSGE(i, first), b.CreateICmpSLT(i, last)), skip, other);
+    b.SetInsertPoint(other);
+    claim(i);
+    b.CreateBr(skip);
+    b.SetInsertPoint(skip);
+  });
 }
 
 /// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the SplitK path's first phase:
@@ -403,8 +469,8 @@ void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
   b.CreateRetVoid();
 }
 
-/// void chunk(const {void**, const Desc*}* ctx, i64, i64) of the SplitK path's second phase:
-/// claims blocks of MB × NB, sums the parts' partial products into part 0's in order and hands
+/// void chunk(const {void**, const Desc*}* ctx, i64 begin, i64 end) of the SplitK path's second
+/// phase: claims blocks of MB × NB (claimItems), sums the parts' partial products into part 0's in order and hands
 /// the sum to the epilogue.
 void emitReduceChunk(GemmBuilder& g, llvm::Function* f) {
   llvm::IRBuilder<>& b = g.b;
@@ -412,49 +478,40 @@ void emitReduceChunk(GemmBuilder& g, llvm::Function* f) {
   llvm::Value* bufs = b.CreateAlignedLoad(b.getPtrTy(), ctx, llvm::Align(8), "bufs");
   llvm::Value* d = b.CreateAlignedLoad(b.getPtrTy(), b.CreateConstInBoundsGEP1_64(b.getPtrTy(), ctx, 1), llvm::Align(8));
   auto get = [&](int field) { return desc::load(b, d, field); };
-  llvm::Value* counter = b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), scratchOf(g, bufs, d), 2);
+  llvm::Value* flags = claimFlags(g, scratchOf(g, bufs, d), d, 1);
   llvm::Value *mBlocks = get(desc::MBlocks), *nBlocks = get(desc::NBlocks), *mb = get(desc::Mb), *nb = get(desc::Nb);
   llvm::Value *ldc = get(desc::Ldt), *splits = get(desc::Splits), *items = get(desc::ReduceItems);
-  auto* claim = llvm::BasicBlock::Create(g.ctx, "claim", f);
-  auto* work = llvm::BasicBlock::Create(g.ctx, "work", f);
-  auto* done = llvm::BasicBlock::Create(g.ctx, "done", f);
-  b.CreateBr(claim);
-  b.SetInsertPoint(claim);
-  llvm::Value* item =
-      b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, counter, g.i64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
-  b.CreateCondBr(b.CreateICmpULT(item, items), work, done);
-  b.SetInsertPoint(work);
-  llvm::Value* block = b.CreateUDiv(item, nBlocks);
-  llvm::Value* batch = b.CreateUDiv(block, mBlocks, "b");
-  llvm::Value* m0 = b.CreateMul(b.CreateURem(block, mBlocks), mb, "m0");
-  llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
-  llvm::Value* rows = g.min(mb, b.CreateSub(get(desc::M), m0));
-  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
-  llvm::Value* corner = b.CreateAdd(b.CreateMul(m0, ldc), n0);
-  llvm::Value* sum = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, g.i64(0)), corner);
-  const int lanes = g.plan.lanes;
-  const llvm::Align align(static_cast<uint64_t>(accBytes(g.acc)));
-  // Whole vectors: the partials' rows are padded to NR columns.
-  llvm::Value* vectorCols = b.CreateAnd(b.CreateAdd(cols, g.i64(lanes - 1)), g.i64(-lanes));
-  g.loop(g.i64(1), splits, 1, "part", [&](llvm::Value* s) {
-    llvm::Value* other = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, s), corner);
-    g.loop(g.i64(0), rows, 1, "row", [&](llvm::Value* r) {
-      llvm::Value* at = b.CreateMul(r, ldc);
-      g.loop(g.i64(0), vectorCols, lanes, "col", [&](llvm::Value* c) {
-        llvm::Value* to = b.CreateInBoundsGEP(g.elt, sum, b.CreateAdd(at, c));
-        llvm::Value* x = b.CreateAlignedLoad(g.vec, b.CreateInBoundsGEP(g.elt, other, b.CreateAdd(at, c)), align);
-        b.CreateAlignedStore(g.add(b.CreateAlignedLoad(g.vec, to, align), x), to, align);
+  claimItems(g, f, flags, items, f->getArg(1), f->getArg(2), [&](llvm::Value* item) {
+    llvm::Value* block = b.CreateUDiv(item, nBlocks);
+    llvm::Value* batch = b.CreateUDiv(block, mBlocks, "b");
+    llvm::Value* m0 = b.CreateMul(b.CreateURem(block, mBlocks), mb, "m0");
+    llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
+    llvm::Value* rows = g.min(mb, b.CreateSub(get(desc::M), m0));
+    llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
+    llvm::Value* corner = b.CreateAdd(b.CreateMul(m0, ldc), n0);
+    llvm::Value* sum = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, g.i64(0)), corner);
+    const int lanes = g.plan.lanes;
+    const llvm::Align align(static_cast<uint64_t>(accBytes(g.acc)));
+    // Whole vectors: the partials' rows are padded to NR columns.
+    llvm::Value* vectorCols = b.CreateAnd(b.CreateAdd(cols, g.i64(lanes - 1)), g.i64(-lanes));
+    g.loop(g.i64(1), splits, 1, "part", [&](llvm::Value* s) {
+      llvm::Value* other = b.CreateInBoundsGEP(g.elt, partialOf(g, bufs, d, batch, s), corner);
+      g.loop(g.i64(0), rows, 1, "row", [&](llvm::Value* r) {
+        llvm::Value* at = b.CreateMul(r, ldc);
+        g.loop(g.i64(0), vectorCols, lanes, "col", [&](llvm::Value* c) {
+          llvm::Value* to = b.CreateInBoundsGEP(g.elt, sum, b.CreateAdd(at, c));
+          llvm::Value* x = b.CreateAlignedLoad(g.vec, b.CreateInBoundsGEP(g.elt, other, b.CreateAdd(at, c)), align);
+          b.CreateAlignedStore(g.add(b.CreateAlignedLoad(g.vec, to, align), x), to, align);
+        });
       });
     });
+    callEpilogue(g, bufs, d, sum, batch, m0, rows, n0, cols);
   });
-  callEpilogue(g, bufs, d, sum, batch, m0, rows, n0, cols);
-  b.CreateBr(claim);
-  b.SetInsertPoint(done);
   b.CreateRetVoid();
 }
 
-/// void chunk(const {void**, const Desc*}* ctx, i64, i64): claims a scratch slot, then items until
-/// none are left. The range kiln_parallel_for hands over only decides how many chunks run.
+/// void chunk(const {void**, const Desc*}* ctx, i64 begin, i64 end): claims a scratch slot, then
+/// items (claimItems): those of [begin, end) first, then what the other chunks left.
 void emitChunk(GemmBuilder& g, llvm::Function* f, llvm::Function* item) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* ctx = f->getArg(0);
@@ -468,19 +525,8 @@ void emitChunk(GemmBuilder& g, llvm::Function* f, llvm::Function* item) {
       b.CreateAdd(desc::load(b, d, desc::SlotsOffset), b.CreateMul(index, desc::load(b, d, desc::SlotBytes))));
   for (int64_t tag : {kSlotTagB, kSlotTagA})  // it holds no packed operand yet
     b.CreateAlignedStore(g.i64(-1), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), slot, tag), llvm::Align(8));
-  llvm::Value* items = desc::load(b, d, desc::Items);
-  auto* claim = llvm::BasicBlock::Create(g.ctx, "claim", f);
-  auto* work = llvm::BasicBlock::Create(g.ctx, "work", f);
-  auto* done = llvm::BasicBlock::Create(g.ctx, "done", f);
-  b.CreateBr(claim);
-  b.SetInsertPoint(claim);
-  llvm::Value* i = b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), scratch, 8),
-                                     g.i64(1), llvm::Align(8), llvm::AtomicOrdering::Monotonic);
-  b.CreateCondBr(b.CreateICmpULT(i, items), work, done);
-  b.SetInsertPoint(work);
-  b.CreateCall(item, {bufs, d, slot, i});
-  b.CreateBr(claim);
-  b.SetInsertPoint(done);
+  claimItems(g, f, claimFlags(g, scratch, d, 0), desc::load(b, d, desc::Items), f->getArg(1), f->getArg(2),
+             [&](llvm::Value* i) { b.CreateCall(item, {bufs, d, slot, i}); });
   b.CreateRetVoid();
 }
 

@@ -20,7 +20,7 @@
 namespace kiln::cpu::gemm {
 
 constexpr int kUnroll = 4;                   // K steps per micro-kernel loop iteration
-constexpr int64_t kScratchHeaderBytes = 64;  // the scratch's header: slot and item counters
+constexpr int64_t kScratchHeaderBytes = 64;  // the scratch's header: the slot counter
 constexpr int64_t kSlotHeaderBytes = 64;     // per-thread slot header: which blocks its packed operands hold
 constexpr int64_t kSlotTagB = 0, kSlotTagA = 1;  // the header's words: the block of B, of A it holds (or -1)
 
@@ -51,8 +51,14 @@ struct Blocking {
   int64_t splits = 1, sliceBlocks = 0, partialBytes = 0, reduceItems = 0;
 
   int64_t slotBytes() const { return kSlotHeaderBytes + packBBytes + packABytes + tileBytes; }
-  /// Bytes from the scratch to the first slot: the header and, for SplitK, the partials.
-  int64_t slotsOffset(int64_t batch) const { return kScratchHeaderBytes + splits * batch * partialBytes; }
+  /// Bytes of the claim flags after the scratch's header: one byte per item of each phase, each
+  /// phase's rounded to 64 (claimsBytes in GemmDriver.cpp computes the same from the descriptor).
+  int64_t claimsBytes() const { return (items + 63) / 64 * 64 + (reduceItems + 63) / 64 * 64; }
+  /// Bytes from the scratch to the first slot: the header, the claim flags and, for SplitK, the
+  /// partials.
+  int64_t slotsOffset(int64_t batch) const {
+    return kScratchHeaderBytes + claimsBytes() + splits * batch * partialBytes;
+  }
   bool parallel() const { return items >= 2 * grain; }
 };
 
