@@ -6,12 +6,15 @@
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
 //
-//   kiln_gemm_tune [--bf16] [--cold] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]
+//   kiln_gemm_tune [--bf16] [--cold] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep]
+//                  [M N K [ta tb] | conv N C H W O K]
 //
 // --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
 // the rows and the columns of a C block, rounded to the register tile); --sweep runs each shape
 // under a grid of them (7 timed runs of 0.02 s each), the ISA's own limits first, to find the
 // limits of a new machine (scripts/gpu-check tune does it on the GPU machines' AVX-512 hosts).
+// --cold times each call alone after writing 64 MiB of other data, so that its operands come from
+// memory as inside a training step.
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/Jit.h"
 #include "ir/Parser.h"

@@ -470,8 +470,8 @@ void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
 }
 
 /// void chunk(const {void**, const Desc*}* ctx, i64 begin, i64 end) of the SplitK path's second
-/// phase: claims blocks of MB × NB (claimItems), sums the parts' partial products into part 0's in order and hands
-/// the sum to the epilogue.
+/// phase: claims blocks of MB × NB (claimItems), sums the parts' partial products into part 0's in
+/// order and hands the sum to the epilogue.
 void emitReduceChunk(GemmBuilder& g, llvm::Function* f) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* ctx = f->getArg(0);
