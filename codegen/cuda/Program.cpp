@@ -256,6 +256,17 @@ struct Program::Impl {
       for (CUdeviceptr& a : b.args) b.argPointers.push_back(&a);
   }
 
+  /// Graph input `i` in `inputs`, checked against its dtype and shape; null when not given.
+  const rt::HostTensor* given(const interp::TensorMap& inputs, size_t i) const {
+    const ir::Value* v = graph.inputs()[i];
+    auto it = inputs.find(v->name);
+    if (it == inputs.end()) return nullptr;
+    const rt::HostTensor& t = it->second;
+    KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
+               t.typeStr(), v->type.str());
+    return &t;
+  }
+
   /// Enqueues one run's device work (uploads of the given inputs from the pinned staging, steps,
   /// downloads, updates).
   void enqueue() {
@@ -430,19 +441,15 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
 interp::TensorMap Program::run(const interp::TensorMap& inputs) {
   Impl& I = *impl_;
   I.context->makeCurrent();
-  const auto& graphInputs = I.graph.inputs();
-  for (size_t i = 0; i < graphInputs.size(); ++i) {
-    const ir::Value* v = graphInputs[i];
-    auto it = inputs.find(v->name);
-    I.uploading[i] = it != inputs.end();
-    if (!I.uploading[i]) {
+  for (size_t i = 0; i < I.inputs.size(); ++i) {
+    const rt::HostTensor* t = I.given(inputs, i);
+    I.uploading[i] = t != nullptr;
+    if (!t) {
+      const ir::Value* v = I.graph.inputs()[i];
       KILN_CHECK(I.kept[i], "missing input '{}' ({}): neither given nor kept", v->name, v->type.str());
       continue;
     }
-    const rt::HostTensor& t = it->second;
-    KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
-               t.typeStr(), v->type.str());
-    rt::ThreadPool::global().copy(I.inputStaging[i].data(), t.data(), t.bytes());
+    rt::ThreadPool::global().copy(I.inputStaging[i].data(), t->data(), t->bytes());
   }
   gpu::Stream& s = I.context->stream();
   I.start->record(s);
@@ -486,16 +493,11 @@ interp::TensorMap Program::run(const interp::TensorMap& inputs) {
 void Program::keepInputs(const interp::TensorMap& inputs) {
   Impl& I = *impl_;
   I.context->makeCurrent();
-  const auto& graphInputs = I.graph.inputs();
-  for (size_t i = 0; i < graphInputs.size(); ++i) {
-    const ir::Value* v = graphInputs[i];
-    auto it = inputs.find(v->name);
-    if (it == inputs.end()) continue;
-    const rt::HostTensor& t = it->second;
-    KILN_CHECK(t.dtype() == v->type.dtype && t.shape() == v->type.shape, "input '{}' is {}, expected {}", v->name,
-               t.typeStr(), v->type.str());
-    I.context->stream().upload(I.inputs[i].ptr(), t.data(), t.bytes());
-    I.kept[i] = 1;
+  for (size_t i = 0; i < I.inputs.size(); ++i) {
+    if (const rt::HostTensor* t = I.given(inputs, i)) {
+      I.context->stream().upload(I.inputs[i].ptr(), t->data(), t->bytes());
+      I.kept[i] = 1;
+    }
   }
   I.context->synchronize();
 }

@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <regex>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace kiln::testing {
 namespace {
@@ -318,18 +320,22 @@ TEST_F(CudaBackendTest, LossScalingGrowsAfterGoodStepsInARow) {
 // --- CUDA graphs: from the second run on, a run replays the captured graph. New inputs every
 // run: a replay must read them (through the pinned staging buffers) like a direct run.
 
+/// `g` compiled twice: replayed as CUDA graphs (the default) and run step by step (graphs off).
+std::pair<std::unique_ptr<cuda::Program>, std::unique_ptr<cuda::Program>> replayedAndPlain(const ir::Graph& g) {
+  cuda::ProgramOptions direct;
+  direct.graphs = false;
+  return {compileCuda(g), compileCuda(g, direct)};
+}
+
 TEST_F(CudaBackendTest, TrainingStepsReplayAsCudaGraphsBitForBit) {
   for (auto [name, p] :
        {std::pair{"mnist_mlp", Precision::F32}, {"cnn", Precision::F32}, {"tiny_mlp", Precision::F16}}) {
     const std::string what = fmt::format("{} {}", name, passes::precisionName(p));
     SCOPED_TRACE(what);
     ir::Graph g = trainingStep(name, p);
-    cuda::ProgramOptions direct;
-    direct.graphs = false;
     std::unique_ptr<cuda::Program> replayed, plain;
     try {
-      replayed = compileCuda(g);
-      plain = compileCuda(g, direct);
+      std::tie(replayed, plain) = replayedAndPlain(g);
     } catch (const std::exception& e) {
       ADD_FAILURE() << what << ": " << e.what();
       continue;
@@ -350,12 +356,9 @@ TEST_F(CudaBackendTest, TrainingStepsReplayAsCudaGraphsBitForBit) {
 // bit for bit what a program given every input each run computes.
 TEST_F(CudaBackendTest, KeptInputsReplayAsCudaGraphs) {
   ir::Graph g = trainingStep("mnist_mlp", Precision::F32);
-  cuda::ProgramOptions direct;
-  direct.graphs = false;
   std::unique_ptr<cuda::Program> replayed, plain;
   try {
-    replayed = compileCuda(g);
-    plain = compileCuda(g, direct);
+    std::tie(replayed, plain) = replayedAndPlain(g);
   } catch (const std::exception& e) {
     FAIL() << e.what();
   }
