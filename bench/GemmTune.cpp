@@ -68,48 +68,14 @@ Shape conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k) {
 /// void epilogue(bufs, tile, ldt, b, m0, m1, n0, n1): copies the f32 tile into the result bufs[out]
 /// at row-major [.., M, N], of dtype f32 or bf16 (`bf16`: the upper half of each f32, truncated).
 llvm::Function* copyEpilogue(llvm::Module& m, size_t out, int64_t resultM, int64_t resultN, bool bf16) {
-  llvm::LLVMContext& ctx = m.getContext();
-  llvm::IRBuilder<> b(ctx);
-  llvm::Type* i64 = b.getInt64Ty();
-  llvm::Type* ptr = b.getPtrTy();
-  llvm::Type* f32 = b.getFloatTy();
-  auto* f =
-      llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
-                             llvm::Function::InternalLinkage, "copy_epilogue", m);
-  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-  auto* rows = llvm::BasicBlock::Create(ctx, "rows", f);
-  auto* cols = llvm::BasicBlock::Create(ctx, "cols", f);
-  auto* rowEnd = llvm::BasicBlock::Create(ctx, "rows.next", f);
-  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
-  b.SetInsertPoint(entry);
-  llvm::Value* result = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), out));
-  llvm::Value *tile = f->getArg(1), *ldt = f->getArg(2), *batch = f->getArg(3);
-  llvm::Value *m0 = f->getArg(4), *m1 = f->getArg(5), *n0 = f->getArg(6), *n1 = f->getArg(7);
-  b.CreateBr(rows);
-  b.SetInsertPoint(rows);
-  llvm::PHINode* row = b.CreatePHI(i64, 2);
-  row->addIncoming(m0, entry);
-  llvm::Value* from = b.CreateGEP(f32, tile, b.CreateMul(b.CreateSub(row, m0), ldt));
-  llvm::Type* st = bf16 ? b.getInt16Ty() : f32;
-  llvm::Value* to = b.CreateGEP(
-      st, result, b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)));
-  b.CreateBr(cols);
-  b.SetInsertPoint(cols);
-  llvm::PHINode* col = b.CreatePHI(i64, 2);
-  col->addIncoming(n0, rows);
-  llvm::Value* v = b.CreateLoad(f32, b.CreateGEP(f32, from, b.CreateSub(col, n0)));
-  if (bf16) v = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(v, b.getInt32Ty()), 16), st);
-  b.CreateStore(v, b.CreateGEP(st, to, col));
-  llvm::Value* nextCol = b.CreateAdd(col, b.getInt64(1));
-  col->addIncoming(nextCol, cols);
-  b.CreateCondBr(b.CreateICmpSLT(nextCol, n1), cols, rowEnd);
-  b.SetInsertPoint(rowEnd);
-  llvm::Value* nextRow = b.CreateAdd(row, b.getInt64(1));
-  row->addIncoming(nextRow, rowEnd);
-  b.CreateCondBr(b.CreateICmpSLT(nextRow, m1), rows, exit);
-  b.SetInsertPoint(exit);
-  b.CreateRetVoid();
-  return f;
+  return cpu::pointEpilogue(
+      m, "copy_epilogue", cpu::AccType::F32, resultM, resultN, {out},
+      [&](llvm::IRBuilderBase& b, const std::vector<llvm::Value*>& buffers, llvm::Value* element, llvm::Value* index) {
+        llvm::Value* v = b.CreateLoad(b.getFloatTy(), element);
+        llvm::Type* st = bf16 ? b.getInt16Ty() : b.getFloatTy();
+        if (bf16) v = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(v, b.getInt32Ty()), 16), st);
+        b.CreateStore(v, b.CreateGEP(st, buffers[0], index));
+      });
 }
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }

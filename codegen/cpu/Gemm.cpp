@@ -593,6 +593,51 @@ bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa) {
   return gemm::usesBf16Pairs(f, gemm::blockingFor(f, accTypeOf(k), isa, dtype), dtype, isa);
 }
 
+llvm::Function* pointEpilogue(llvm::Module& m, const std::string& name, AccType acc, int64_t resultM, int64_t resultN,
+                              const std::vector<size_t>& buffers, const EpiloguePoint& point) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* ptr = b.getPtrTy();
+  llvm::Type* elt = acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : i64;
+  auto* f =
+      llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
+                             llvm::Function::InternalLinkage, name, m);
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  auto* rows = llvm::BasicBlock::Create(ctx, "rows", f);
+  auto* cols = llvm::BasicBlock::Create(ctx, "cols", f);
+  auto* rowEnd = llvm::BasicBlock::Create(ctx, "rows.next", f);
+  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
+  llvm::Value *tile = f->getArg(1), *ldt = f->getArg(2), *batch = f->getArg(3);
+  llvm::Value *m0 = f->getArg(4), *m1 = f->getArg(5), *n0 = f->getArg(6), *n1 = f->getArg(7);
+  // for (m = m0; m < m1; ++m) for (n = n0; n < n1; ++n); blocks are never empty.
+  b.SetInsertPoint(entry);
+  std::vector<llvm::Value*> pointers;
+  for (size_t i : buffers) pointers.push_back(b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), i)));
+  b.CreateBr(rows);
+  b.SetInsertPoint(rows);
+  llvm::PHINode* row = b.CreatePHI(i64, 2);
+  row->addIncoming(m0, entry);
+  b.CreateBr(cols);
+  b.SetInsertPoint(cols);
+  llvm::PHINode* col = b.CreatePHI(i64, 2);
+  col->addIncoming(n0, rows);
+  llvm::Value* from = b.CreateAdd(b.CreateMul(b.CreateSub(row, m0), ldt), b.CreateSub(col, n0));
+  llvm::Value* to =
+      b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)), col);
+  point(b, pointers, b.CreateGEP(elt, tile, from), to);
+  llvm::Value* nextCol = b.CreateAdd(col, b.getInt64(1));
+  col->addIncoming(nextCol, b.GetInsertBlock());
+  b.CreateCondBr(b.CreateICmpSLT(nextCol, n1), cols, rowEnd);
+  b.SetInsertPoint(rowEnd);
+  llvm::Value* nextRow = b.CreateAdd(row, b.getInt64(1));
+  row->addIncoming(nextRow, rowEnd);
+  b.CreateCondBr(b.CreateICmpSLT(nextRow, m1), rows, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  return f;
+}
+
 llvm::Function* emitContraction(llvm::Module& m, const std::string& name, const kernels::Kernel& k,
                                 llvm::Function* epilogue, const VectorIsa& isa) {
   return gemm::GemmEmitter(m, name, k, isa).emit(epilogue);

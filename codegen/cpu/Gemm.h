@@ -8,7 +8,14 @@
 #include "codegen/cpu/KernelAbi.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
+
+namespace llvm {
+class IRBuilderBase;
+class Value;
+}  // namespace llvm
 
 namespace kiln::cpu {
 
@@ -41,5 +48,19 @@ bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa);
 /// any thread of the pool, concurrently; the values do not depend on the thread count.
 llvm::Function* emitContraction(llvm::Module& m, const std::string& name, const kernels::Kernel& k,
                                 llvm::Function* epilogue, const VectorIsa& isa);
+
+/// What a point epilogue does at one point: `element` is the address of its accumulator in the
+/// tile, `index` its flat index (b·M + m)·N + n in the result, `buffers` the pointers the epilogue
+/// loaded from the kernel's buffer table (pointEpilogue's `buffers`, in that order).
+using EpiloguePoint = std::function<void(llvm::IRBuilderBase& b, const std::vector<llvm::Value*>& buffers,
+                                         llvm::Value* element, llvm::Value* index)>;
+
+/// An epilogue function `name` in `m` of the signature above for tiles of `acc`: it loads
+/// bufs[i] for each i of `buffers` once, then visits the points of its block one by one (rows,
+/// then columns), running `point` at each, with M = resultM and N = resultN. For tests and tools
+/// that check or copy a contraction's plain result; the kernels' own epilogues are rendered with
+/// their fused ops.
+llvm::Function* pointEpilogue(llvm::Module& m, const std::string& name, AccType acc, int64_t resultM, int64_t resultN,
+                              const std::vector<size_t>& buffers, const EpiloguePoint& point);
 
 }  // namespace kiln::cpu

@@ -54,49 +54,14 @@ HostTensor randomOperand(const ir::TensorType& type, std::mt19937_64& rng) {
 /// bufs[nbuf + 1] and bufs[nbuf + 2] (after the scratch) and M, N are the result-level sizes.
 llvm::Function* testEpilogue(llvm::Module& m, const std::string& name, size_t nbuf, AccType acc, int64_t resultM,
                              int64_t resultN) {
-  llvm::LLVMContext& ctx = m.getContext();
-  llvm::IRBuilder<> b(ctx);
-  llvm::Type* i64 = b.getInt64Ty();
-  llvm::Type* ptr = b.getPtrTy();
-  llvm::Type* elt = acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : i64;
-  auto* f =
-      llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64, i64, i64, i64, i64}, false),
-                             llvm::Function::InternalLinkage, name, m);
-  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-  b.SetInsertPoint(entry);
-  llvm::Value* out = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), nbuf + 1));
-  llvm::Value* count = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, f->getArg(0), nbuf + 2));
-  llvm::Value *tile = f->getArg(1), *ldt = f->getArg(2), *batch = f->getArg(3);
-  llvm::Value *m0 = f->getArg(4), *m1 = f->getArg(5), *n0 = f->getArg(6), *n1 = f->getArg(7);
-  // for (m = m0; m < m1; ++m) for (n = n0; n < n1; ++n); blocks are never empty.
-  auto* rows = llvm::BasicBlock::Create(ctx, "rows", f);
-  auto* cols = llvm::BasicBlock::Create(ctx, "cols", f);
-  auto* rowEnd = llvm::BasicBlock::Create(ctx, "rows.next", f);
-  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
-  b.CreateBr(rows);
-  b.SetInsertPoint(rows);
-  llvm::PHINode* row = b.CreatePHI(i64, 2);
-  row->addIncoming(m0, entry);
-  b.CreateBr(cols);
-  b.SetInsertPoint(cols);
-  llvm::PHINode* col = b.CreatePHI(i64, 2);
-  col->addIncoming(n0, rows);
-  llvm::Value* from = b.CreateAdd(b.CreateMul(b.CreateSub(row, m0), ldt), b.CreateSub(col, n0));
-  llvm::Value* to =
-      b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(batch, b.getInt64(resultM)), row), b.getInt64(resultN)), col);
-  b.CreateStore(b.CreateLoad(elt, b.CreateGEP(elt, tile, from)), b.CreateGEP(elt, out, to));
-  llvm::Value* counter = b.CreateGEP(b.getInt32Ty(), count, to);
-  b.CreateStore(b.CreateAdd(b.CreateLoad(b.getInt32Ty(), counter), b.getInt32(1)), counter);
-  llvm::Value* nextCol = b.CreateAdd(col, b.getInt64(1));
-  col->addIncoming(nextCol, cols);
-  b.CreateCondBr(b.CreateICmpSLT(nextCol, n1), cols, rowEnd);
-  b.SetInsertPoint(rowEnd);
-  llvm::Value* nextRow = b.CreateAdd(row, b.getInt64(1));
-  row->addIncoming(nextRow, rowEnd);
-  b.CreateCondBr(b.CreateICmpSLT(nextRow, m1), rows, exit);
-  b.SetInsertPoint(exit);
-  b.CreateRetVoid();
-  return f;
+  return pointEpilogue(m, name, acc, resultM, resultN, {nbuf + 1, nbuf + 2},
+                       [&](llvm::IRBuilderBase& b, const std::vector<llvm::Value*>& buffers, llvm::Value* element,
+                           llvm::Value* index) {
+    llvm::Type* elt = acc == AccType::F32 ? b.getFloatTy() : acc == AccType::F64 ? b.getDoubleTy() : b.getInt64Ty();
+    b.CreateStore(b.CreateLoad(elt, element), b.CreateGEP(elt, buffers[0], index));
+    llvm::Value* counter = b.CreateGEP(b.getInt32Ty(), buffers[1], index);
+    b.CreateStore(b.CreateAdd(b.CreateLoad(b.getInt32Ty(), counter), b.getInt32(1)), counter);
+  });
 }
 
 }  // namespace
