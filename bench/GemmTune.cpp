@@ -6,7 +6,7 @@
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
 //
-//   kiln_gemm_tune [--bf16] [--cold] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep]
+//   kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep]
 //                  [M N K [ta tb] | conv N C H W O K]
 //
 // --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
@@ -14,7 +14,7 @@
 // under a grid of them (7 timed runs of 0.02 s each), the ISA's own limits first, to find the
 // limits of a new machine (scripts/gpu-check tune does it on the GPU machines' AVX-512 hosts).
 // --cold times each call alone after writing 64 MiB of other data, so that its operands come from
-// memory as inside a training step.
+// memory as inside a training step. --threads times one pool only (to profile one of them).
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/Jit.h"
 #include "ir/Parser.h"
@@ -95,6 +95,7 @@ struct Timing {
 /// --cold: each timed call runs once after 64 MiB of other data were written, so its operands
 /// come from memory, as in a training step where other kernels ran in between.
 bool coldCalls = false;
+int onlyThreads = 0;  // --threads: time this pool size alone
 
 void evictCaches() {
   static std::vector<char> junk(size_t{64} << 20);
@@ -132,6 +133,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
   if (isa.gemmMr || isa.gemmNr) line += fmt::format("  tile {}x{}", isa.gemmMr, isa.gemmNr);
   const double flops = s.flops;
   for (int threads : {1, 2}) {
+    if (onlyThreads != 0 && threads != onlyThreads) continue;
     rt::ThreadPool pool(threads);
     rt::HostTensor scratch(DType::boolean, {std::max<int64_t>(cpu::contractionScratchBytes(k, isa, threads), 1)});
     std::vector<void*> bufs;
@@ -176,7 +178,7 @@ void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: kiln_gemm_tune [--bf16] [--cold] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
+  fmt::print(stderr, "usage: kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
   return 2;
 }
 
@@ -194,6 +196,10 @@ int main(int argc, char** argv) {
       sweeping = true;
     } else if (a == "--cold") {
       coldCalls = true;
+    } else if (a == "--threads") {
+      if (i + 1 >= argc) return usage();
+      onlyThreads = std::atoi(argv[++i]);
+      if (onlyThreads != 1 && onlyThreads != 2) return usage();
     } else if (a == "--bf16") {
       operandDtype = "bf16";
     } else if (a == "--kc" || a == "--mb" || a == "--nb") {
