@@ -262,7 +262,11 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, slices), kUnroll);
   p.kBlocks = f.k == 0 ? 1 : ceilDiv(f.k, p.kc);
   p.mb = evenBlock(f.m, mbMost, p.mr);
-  p.nb = evenBlock(f.n, nbMost, p.nr);
+  // A K shallower than a slice packs a wider B block in the same bytes: all of N in one block
+  // when it has at most NB · KC / K columns (and 4 NB), so that the threads split C into bands of
+  // whole rows (below). Only then: wider blocks of a longer N made cnn's first convolution slower.
+  const int64_t nbShallow = f.k > 0 && f.k < kcMost ? std::min(nbMost * 4, nbMost * kcMost / f.k) : nbMost;
+  p.nb = evenBlock(f.n, f.n <= nbShallow ? f.n : nbMost, p.nr);
   // Keep B packed over all of K when that fits the budget with blocks of at least a quarter of
   // NB; the items of one B block then pack it once per thread instead of once each.
   const int64_t depth = std::max<int64_t>(p.kBlocks * p.kc, 1);
@@ -281,9 +285,18 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   if (flops < kParallelFlops) {
     p.grain = std::max<int64_t>(p.items, 1);
   } else {
-    // Halve the blocks of the dimension with more register tiles per block.
+    // Halve the blocks of the dimension with more register tiles per block — with K in one slice
+    // (B cheap to pack twice), the M blocks while they hold two register tiles or more. Items run
+    // through the M blocks of an N block first, so with one N block each thread's items are a band
+    // of whole rows of C; with two or more, a band of columns, which on the development machine's
+    // VM makes every row's end a place where the cores trade cache lines (its prefetchers run
+    // past it): mnist_mlp's weight gradient, 128×784 over K 100, took as long on two threads as on
+    // one (`kiln_gemm_tune 128 784 100 1 0`: 2T 168–170 GFLOP/s in two column bands, 219–225 in
+    // four row blocks). A deeper K keeps the rule: cnn's weight gradient of its second
+    // convolution (64×288 over K 12544) is faster in column halves than in split K.
+    const bool rowsFirst = p.kBlocks == 1;
     while (p.items < 4 || (p.items < 16 && p.items % 2 != 0)) {
-      const bool splitN = p.nb / p.nr >= p.mb / p.mr;
+      const bool splitN = rowsFirst ? p.mb / p.mr < 2 : p.nb / p.nr >= p.mb / p.mr;
       int64_t& block = splitN ? p.nb : p.mb;
       const int64_t size = splitN ? f.n : f.m, blocks = splitN ? p.nBlocks : p.mBlocks;
       const int64_t smaller = roundUp(ceilDiv(size, 2 * blocks), splitN ? p.nr : p.mr);
