@@ -155,7 +155,8 @@ extern "C" void kiln_emu_launch(void (*entry)(void**), void** args, unsigned gri
   blockDim.x = block;
   // A launch starts blockDim threads once; each runs its part of every block in turn and waits at
   // `done` after each, so a block starts only when all have finished the one before (the
-  // __shared__ statics are the same arrays). Starting threads per block made the emulated tests 3–6 times slower.
+  // __shared__ statics are the same arrays). Threads started per block made the emulated tests
+  // 3–6 times slower.
   std::barrier<> all(block), done(block);
   std::vector<std::unique_ptr<KilnWarp>> warps;
   for (unsigned w = 0; w * 32 < block; ++w) {

@@ -4,8 +4,8 @@
 // into a shared library together with a small harness:
 //
 //   - a block runs as blockDim real threads (std::thread, started once per launch) sharing the
-//     kernel's __shared__ arrays (function statics: blocks run one after another); __syncthreads is a std::barrier, so a
-//     missing barrier or a race between stages shows up as wrong numbers;
+//     kernel's __shared__ arrays (function statics: blocks run one after another); __syncthreads
+//     is a std::barrier, so a missing barrier or a race between stages shows up as wrong numbers;
 //   - __shfl_down_sync, ldmatrix (kiln_ldmatrix_x4) and mma.sync (kiln_mma_bf16/_f16) exchange
 //     values between the 32 threads of a warp through per-warp slots and barriers, following the
 //     fragment layouts of the PTX ISA (mma.m16n8k16 with .bf16/.f16 operands, ldmatrix .x4) —

@@ -34,6 +34,22 @@ TEST(Gemm, KeepsABatchInvariantAPacked) {
   EXPECT_FALSE(planOf({"{t}[5,33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"}).reuseA);
 }
 
+// With K in one slice the parallel split halves M first, so each thread's items are a band of
+// whole rows of C, and a K shallower than a slice takes all of N in one block (mnist_mlp's weight
+// gradient, 128×784 over K 100); a K of up to 1.5 slices stays one slice (cnn's second
+// convolution, K 288).
+TEST(Gemm, ShallowProductsSplitIntoRowBands) {
+  const Case weightGradient = matmul(128, 784, 100, true, false);
+  const gemm::Blocking plan = planOf(weightGradient);
+  EXPECT_EQ(plan.path, gemm::Path::Packed);
+  EXPECT_EQ(plan.kBlocks, 1);
+  EXPECT_EQ(plan.nBlocks, 1) << "all of N in one block";
+  EXPECT_GE(plan.mBlocks, 4) << "bands of rows, two or more per thread";
+  check(hostJit(), weightGradient, DType::f32, {2});
+  const Conv conv2{2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(planOf(conv2.forward()).kBlocks, 1);
+}
+
 // A padded window's bounds repeat along k (channel, kh, kw) every kh·kw steps: their lane masks
 // are computed once per panel and phase. K slices that start mid-period (160 = 17·9 + 7, 152 =
 // 6·25 + 2), partial panels (143 and 90 pixels) and a 7×7 window (period 49, evaluated per row)
