@@ -71,7 +71,7 @@
 // still convert to f32; products that fit L1 take the packed path instead of the small one (its
 // conversions cost 2.5 times the pair path's time on 64 × 32 × 64).
 // VectorIsa::emulateBf16Dot runs the same path with each vdpbf16ps as two FMAs (the same bits) on
-// any CPU, for the tests.
+// any CPU, for the tests. On CPUs with AMX the path multiplies on tiles instead (GemmAmx.cpp).
 //
 // Small M. Products of at most 8 rows (batch-1 inference), and products whose B fits L1 with A
 // read in place, stream B unpacked (GemmSmall.cpp).
@@ -153,7 +153,7 @@ bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
   p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
   // Parts of equal depth: slices that fill every part (five slices in two parts would be three and
   // two, the first part's thread the last to finish), each no deeper than before.
-  p.kc = roundUp(ceilDiv(f.k, p.splits * p.sliceBlocks), kUnroll);
+  p.kc = roundUp(ceilDiv(f.k, p.splits * p.sliceBlocks), p.kUnit);
   p.kBlocks = ceilDiv(f.k, p.kc);
   p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
   p.splits = ceilDiv(p.kBlocks, p.sliceBlocks);  // no empty part
@@ -246,6 +246,10 @@ bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype
   return pairsAvailable(dtype, isa) && plan.path != Path::Small && sharedStrides(f, true) && sharedStrides(f, false);
 }
 
+bool amxAvailable(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa) {
+  return isa.amxTiles() && pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
+}
+
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
   if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p;
@@ -253,13 +257,14 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   p.lanes = isa.f32Lanes * 4 / bytes;
   const std::array<int, 2> tile = registerTile(isa, acc);
   p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
-  const int64_t kcMost = isa.gemmKc > 0 ? isa.gemmKc : isa.avx512 ? 192 : 256;
+  if (amxAvailable(f, dtype, isa)) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
+  const int64_t kcMost = roundUp(isa.gemmKc > 0 ? isa.gemmKc : isa.avx512 ? 192 : 256, p.kUnit);
   const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
   // A K of up to 1.5 slices stays one slice: every C tile is then finished in one pass (cnn's
   // second convolution, K 288: 2T 225–231 → 251–264 GFLOP/s in `kiln_gemm_tune conv 64 32 14 14
   // 64 3` against two slices of 144).
   const int64_t slices = f.k <= kcMost * 3 / 2 ? 1 : ceilDiv(f.k, kcMost);
-  p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, slices), kUnroll);
+  p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, slices), p.kUnit);
   p.kBlocks = f.k == 0 ? 1 : ceilDiv(f.k, p.kc);
   p.mb = evenBlock(f.m, mbMost, p.mr);
   // A K shallower than a slice packs a wider B block in the same bytes: all of N in one block
@@ -565,8 +570,9 @@ class GemmEmitter {
     } else {
       for (bool a : {true, false}) {
         const std::optional<Strides> s = sharedStrides(f, a);
+        KILN_CHECK(s || !p.amx, "kernel '{}': AMX tiles need strided operands", g_.name);
         pointers[a ? desc::PackA : desc::PackB] =
-            s ? stridedPackFunction(g_, s->rowsContiguous()) : emitPackFunction(g_, a);
+            s ? stridedPackFunction(g_, s->rowsContiguous(), a && p.amx) : emitPackFunction(g_, a);
       }
     }
     std::vector<llvm::Constant*> values;
@@ -608,6 +614,10 @@ bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa) {
   const kernels::GemmForm f = kernels::gemmForm(k);
   const DType dtype = gemm::operandDType(k);
   return gemm::usesBf16Pairs(f, gemm::blockingFor(f, accTypeOf(k), isa, dtype), dtype, isa);
+}
+
+bool contractionUsesAmx(const kernels::Kernel& k, const VectorIsa& isa) {
+  return gemm::blockingFor(kernels::gemmForm(k), accTypeOf(k), isa, gemm::operandDType(k)).amx;
 }
 
 llvm::Function* pointEpilogue(llvm::Module& m, const std::string& name, AccType acc, int64_t resultM, int64_t resultN,

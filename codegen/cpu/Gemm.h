@@ -33,6 +33,8 @@ int64_t contractionScratchBytes(const kernels::Kernel& k, const VectorIsa& isa, 
 /// Whether contraction `k` packs its bf16 operands as k pairs for the dot-product micro-kernel
 /// (vdpbf16ps, or its emulation: VectorIsa::emulateBf16Dot) instead of converting them to f32.
 bool contractionUsesBf16Pairs(const kernels::Kernel& k, const VectorIsa& isa);
+/// Whether contraction `k` is on that path on AMX tiles (GemmAmx.cpp; natively or emulated).
+bool contractionUsesAmx(const kernels::Kernel& k, const VectorIsa& isa);
 
 /// Emits into `m` the kernel function `name` (KernelAbi.h) for contraction kernel `k`. It computes
 /// the contraction in the GEMM form [batch, M, N] = Σ_K A[batch, M, K] · B[batch, K, N] and calls

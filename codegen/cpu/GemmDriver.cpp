@@ -126,12 +126,13 @@ void callEpilogue(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value
 }
 
 /// K slice kb of depth at most kcMost: its first k, its depth, and its depth padded to the
-/// micro-kernel's unroll.
+/// micro-kernel's k per iteration (Blocking::kUnit).
 std::array<llvm::Value*, 3> kSlice(GemmBuilder& g, llvm::Value* kb, llvm::Value* kcMost, llvm::Value* k) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* k0 = b.CreateMul(kb, kcMost);
   llvm::Value* kc = g.min(kcMost, b.CreateSub(k, k0));
-  return {k0, kc, b.CreateAnd(b.CreateAdd(kc, g.i64(kUnroll - 1)), g.i64(-kUnroll))};
+  const int unit = g.plan.kUnit;
+  return {k0, kc, b.CreateAnd(b.CreateAdd(kc, g.i64(unit - 1)), g.i64(-unit))};
 }
 
 /// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the packed path.

@@ -20,6 +20,7 @@
 namespace kiln::cpu::gemm {
 
 constexpr int kUnroll = 4;                   // K steps per micro-kernel loop iteration
+constexpr int kAmxRows = 32, kAmxK = 32;     // AMX: the register tile's rows (two tiles), k per tile product
 constexpr int64_t kScratchHeaderBytes = 64;  // the scratch's header: the slot counter
 constexpr int64_t kSlotHeaderBytes = 64;     // per-thread slot header: which blocks its packed operands hold
 constexpr int64_t kSlotTagB = 0, kSlotTagA = 1;  // the header's words: the block of B, of A it holds (or -1)
@@ -36,7 +37,10 @@ struct Blocking {
   Path path = Path::Packed;
   int lanes = 0;           // accumulator elements per vector
   int mr = 0, nr = 0;      // register tile; nr is a multiple of lanes
-  int64_t kc = 0;          // K slice, a multiple of kUnroll (0 when K is 0)
+  int64_t kc = 0;          // K slice, a multiple of kUnit (0 when K is 0)
+  // AMX tiles (GemmAmx.cpp): MR kAmxRows, NR 32, K slices padded to kAmxK; A packed in tile rows.
+  bool amx = false;
+  int kUnit = kUnroll;     // a K slice's padding unit: the micro-kernel's k per loop iteration
   int64_t kBlocks = 1;     // slices (at least one, so an empty K still writes zero tiles)
   int64_t mb = 0, nb = 0;  // C block, multiples of mr and nr
   int64_t mBlocks = 0, nBlocks = 0, items = 0;
@@ -71,6 +75,10 @@ std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc);
 /// the dot-product micro-kernel: bf16 on an ISA with vdpbf16ps (or VectorIsa::emulateBf16Dot), the
 /// packed and SplitK paths, both operands strided (convolution windows are converted to f32).
 bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa);
+
+/// Whether the k-pair path of contraction `f` of `dtype` operands runs on AMX tiles: bf16 pairs
+/// (usesBf16Pairs) on an ISA with tiles (VectorIsa::amxTiles).
+bool amxAvailable(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa);
 
 /// Accumulator elements from one packed panel of `width` rows and kcPad k to the next: the
 /// panel and a vector of `lanes` of slack, which the strided packing's whole-vector stores may
@@ -253,7 +261,14 @@ std::string microKernelTag(GemmBuilder& g);
 
 /// The packing routine of strided operands whose rows (or k) are contiguous, shared per module
 /// (GemmKernels.cpp).
-llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous);
+/// With `amxA`, operand A's panels in AMX tile rows instead (Blocking::amx).
+llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous, bool amxA = false);
+/// The body of the micro-kernel on AMX tiles (GemmAmx.cpp), the first `nv` (1 or 2) tiles of
+/// columns, with microKernel's arguments and results.
+void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv);
+/// Whether the AMX path's micro-kernel uses the tiles (else VectorIsa::emulateAmx: the vector
+/// micro-kernel reads A's tile rows).
+inline bool nativeAmx(const GemmBuilder& g) { return g.plan.amx && g.isa.amx && !g.isa.emulateAmx; }
 
 /// The element offset of batch `batch` of the strided operand whose fields are at `operand`
 /// (Constant + Σ coord · Coeffs).

@@ -129,13 +129,19 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   };
   // Panel rows per iteration: kUnroll k, or kUnroll / 2 rows of k pairs.
   const int steps = g.pairs ? kUnroll / 2 : kUnroll;
+  // Emulated AMX tiles: A's panel holds its rows one after the other, kcPad / 2 pairs each.
+  llvm::Value* amxRowPairs = g.plan.amx ? b.CreateLShr(kc, g.i64(1)) : nullptr;
+  auto aPair = [&](llvm::Value* base, int u, int i) -> llvm::Value* {
+    if (!amxRowPairs) return element(base, u * mr + i);
+    return b.CreateInBoundsGEP(g.elt, element(base, u), b.CreateMul(amxRowPairs, g.i64(i)));
+  };
   for (int u = 0; u < steps; ++u) {
     std::vector<llvm::Value*> bv;
     for (int j = 0; j < nv; ++j) bv.push_back(b.CreateAlignedLoad(g.vec, element(pb, u * nr + j * lanes), vecAlign));
     if (g.pairs) {
       PairDot dot(g, bv);
       for (int i = 0; i < mr; ++i) {
-        llvm::Value* pair = b.CreateAlignedLoad(b.getInt32Ty(), element(pa, u * mr + i), g.eltAlign());
+        llvm::Value* pair = b.CreateAlignedLoad(b.getInt32Ty(), aPair(pa, u, i), g.eltAlign());
         dot.setA(pair);
         for (int j = 0; j < nv; ++j) acc[i * nv + j] = dot(j, acc[i * nv + j]);
       }
@@ -148,7 +154,7 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   }
   llvm::Value* nextK = b.CreateAdd(kk, g.i64(kUnroll), "", /*HasNUW=*/true, /*HasNSW=*/true);
   kk->addIncoming(nextK, body);
-  pa->addIncoming(element(pa, steps * mr), body);
+  pa->addIncoming(element(pa, amxRowPairs ? steps : steps * mr), body);
   pb->addIncoming(element(pb, steps * nr), body);
   for (int i = 0; i < mr * nv; ++i) phis[i]->addIncoming(acc[i], body);
   b.CreateCondBr(b.CreateICmpSLT(nextK, kc), body, done)->setMetadata(llvm::LLVMContext::MD_loop, g.loopAsWritten());
@@ -269,7 +275,74 @@ class StridedPacker {
     b_.CreateRetVoid();
   }
 
+  /// A's panels in AMX tile rows (GemmAmx.cpp): each of a panel's kAmxRows rows holds its kcPad k
+  /// (a multiple of kAmxK) as bf16, one row after the other, zeros past kc and past the operand's
+  /// rows. With k contiguous in the source (A of A·B), each row is copied 32 k per vector.
+  void amxKContiguous() {
+    llvm::Type* v = g_.withLanes(store_, kAmxK);
+    llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
+    g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+      g_.loop(g_.i64(0), w_, 1, "r", [&](llvm::Value* r) {
+        llvm::Value* row = b_.CreateAdd(b_.CreateMul(p, w_), r);
+        llvm::Value* valid = b_.CreateICmpSLT(row, rows_);
+        llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateSelect(valid, row, g_.i64(0)), ld_));
+        llvm::Value* to = amxRow(p, r);
+        g_.loop(g_.i64(0), kcPad_, kAmxK, "k", [&](llvm::Value* k) {
+          llvm::Value* mask = b_.CreateAnd(below(b_.CreateSub(kc_, k), kAmxK), g_.splat(kAmxK, valid));
+          llvm::Value* x = b_.CreateMaskedLoad(v, g_.at(store_, from, k), g_.storeAlign(), mask,
+                                               llvm::Constant::getNullValue(v));
+          b_.CreateAlignedStore(x, g_.at(store_, to, k), g_.storeAlign());
+        });
+      });
+    });
+    b_.CreateRetVoid();
+  }
+
+  /// The same from rows contiguous in the source (A of Aᵀ·B: element (m, k) at k · ld + m): per
+  /// kAmxK k of a panel, its rows' k pairs (two source rows interleaved) for 16 pairs, transposed
+  /// in registers into 16 pairs of each of the panel's 32 rows.
+  void amxRowsContiguous() {
+    const int pairs = kAmxK / 2;  // 16: the i32 lanes of a vector
+    llvm::Type* v = g_.withLanes(store_, kAmxRows);
+    llvm::Type* v32 = g_.withLanes(b_.getInt32Ty(), kAmxRows);
+    llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
+    std::vector<int> interleave, low = iota(0, pairs), high = iota(pairs, pairs);
+    for (int i = 0; i < kAmxRows; ++i) interleave.push_back(i), interleave.push_back(kAmxRows + i);
+    g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+      llvm::Value* row0 = b_.CreateMul(p, g_.i64(kAmxRows));
+      llvm::Value* rowsValid = below(b_.CreateSub(rows_, row0), kAmxRows);
+      g_.loop(g_.i64(0), kcPad_, kAmxK, "k", [&](llvm::Value* k0) {
+        std::vector<llvm::Value*> first, second;  // rows 0-15 and 16-31, one vector per pair
+        for (int j = 0; j < pairs; ++j) {
+          auto load = [&](int dk) {
+            llvm::Value* k = b_.CreateAdd(k0, g_.i64(2 * j + dk));
+            llvm::Value* mask = b_.CreateAnd(rowsValid, g_.splat(kAmxRows, b_.CreateICmpSLT(k, kc_)));
+            llvm::Value* at = b_.CreateGEP(store_, src_, b_.CreateAdd(b_.CreateMul(k, ld_), row0));
+            return b_.CreateMaskedLoad(v, at, g_.storeAlign(), mask, llvm::Constant::getNullValue(v));
+          };
+          llvm::Value* both = b_.CreateBitCast(b_.CreateShuffleVector(load(0), load(1), interleave), v32);
+          first.push_back(b_.CreateShuffleVector(both, low));
+          second.push_back(b_.CreateShuffleVector(both, high));
+        }
+        first = transposeSquare(b_, std::move(first));
+        second = transposeSquare(b_, std::move(second));
+        llvm::Value* column = b_.CreateLShr(k0, g_.i64(1));  // in pairs
+        for (int r = 0; r < pairs; ++r) {
+          for (auto [rows, at] : {std::pair{&first, r}, std::pair{&second, pairs + r}})
+            b_.CreateAlignedStore((*rows)[static_cast<size_t>(r)],
+                                  g_.at(b_.getInt32Ty(), amxRow(p, g_.i64(at)), column), llvm::Align(4));
+        }
+      });
+    });
+    b_.CreateRetVoid();
+  }
+
  private:
+  /// Row r of panel p in AMX tile rows.
+  llvm::Value* amxRow(llvm::Value* p, llvm::Value* r) {
+    return g_.at(store_, g_.at(g_.elt, dst_, b_.CreateMul(p, panelElements_)), b_.CreateMul(r, kcPad_));
+  }
+
   /// Source row k (rows contiguous): its first element.
   llvm::Value* sourceRow(llvm::Value* k) { return g_.at(store_, src_, b_.CreateMul(k, ld_)); }
 
@@ -338,11 +411,13 @@ class StridedPacker {
     return b_.CreateBitCast(b_.CreateOr(low, high), g_.elt);
   }
 
-  /// The lane mask lane < n (n an i64 of small magnitude, negative too), compared in i32.
-  llvm::Value* below(llvm::Value* n) {
+  /// The lane mask lane < n of `lanes` lanes (n an i64 within i32's range, negative too), compared
+  /// in i32.
+  llvm::Value* below(llvm::Value* n, int lanes = 0) {
+    if (lanes == 0) lanes = l_;
     std::vector<llvm::Constant*> v;
-    for (int i : iota(0, l_)) v.push_back(g_.constant(b_.getInt32Ty(), i));
-    return b_.CreateICmpSLT(llvm::ConstantVector::get(v), g_.splat(l_, b_.CreateTrunc(n, b_.getInt32Ty())));
+    for (int i : iota(0, lanes)) v.push_back(g_.constant(b_.getInt32Ty(), i));
+    return b_.CreateICmpSLT(llvm::ConstantVector::get(v), g_.splat(lanes, b_.CreateTrunc(n, b_.getInt32Ty())));
   }
 
   llvm::Value* maskedLoad(llvm::Type* type, llvm::Value* at, llvm::Value* mask) {
@@ -469,7 +544,9 @@ llvm::Function* microKernel(GemmBuilder& g, int vectors) {
   const std::string narrow = vectors < nv ? fmt::format(".cols{}", vectors * g.plan.lanes) : "";
   const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
                                        g.plan.lanes, microKernelTag(g), narrow);
-  return g.sharedFunction(name, type, [&](llvm::Function* f) { emitMicroKernel(g, f, vectors); });
+  return g.sharedFunction(name, type, [&](llvm::Function* f) {
+    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors) : emitMicroKernel(g, f, vectors);
+  });
 }
 
 llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns) {
@@ -483,6 +560,7 @@ llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns) {
 
 std::string microKernelTag(GemmBuilder& g) {
   if (!g.pairs) return "";
+  if (g.plan.amx) return nativeAmx(g) ? ".amx" : g.isa.bf16Dot() ? ".amx.emulated" : ".amx.emulated.nobf16";
   return g.isa.bf16Dot() ? ".bf16dot" : ".bf16dot.emulated";
 }
 
@@ -493,10 +571,13 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx) {
                                  false);
 }
 
-llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous) {
-  const std::string name = fmt::format("kiln.gemm.pack.{}.{}", g.typeTag(), rowsContiguous ? "rows" : "k");
+llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous, bool amxA) {
+  KILN_ASSERT(!amxA || (g.plan.amx && g.plan.mr == kAmxRows), "AMX tile rows for the AMX blocking only");
+  const std::string name =
+      fmt::format("kiln.gemm.pack.{}{}.{}", g.typeTag(), amxA ? ".amx" : "", rowsContiguous ? "rows" : "k");
   return g.sharedFunction(name, packFunctionType(g.ctx), [&](llvm::Function* f) {
     StridedPacker packer(g, f);
+    if (amxA) return rowsContiguous ? packer.amxRowsContiguous() : packer.amxKContiguous();
     rowsContiguous ? packer.rowsContiguous() : packer.kContiguous();
   });
 }

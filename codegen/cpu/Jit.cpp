@@ -233,7 +233,7 @@ struct Jit::Impl {
   // target, LLVM's version and the prebuilt routines a module may call.
   std::string cacheDir;
   std::uint64_t targetKey = 0;
-  bool emulateBf16Dot = false;
+  bool emulateBf16Dot = false, emulateAmx = false, targetsHost = true;
 
   void prepare(llvm::Module& m, int preferWidth, CompileOptions::Pipeline pipeline) const;
   void optimize(llvm::Module& m, CompileOptions::Pipeline pipeline, llvm::TargetMachine& machine) const;
@@ -413,6 +413,9 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
   I.triple = jtmb.getTargetTriple().str();
   I.cpu = jtmb.getCPU();
   I.features = jtmb.getFeatures().getString();
+  I.emulateBf16Dot = options.emulateBf16Dot;  // before isaOf(*this) below
+  I.emulateAmx = options.emulateAmx;
+  I.targetsHost = options.cpu.empty();
   I.tm = unwrap(jtmb.createTargetMachine(), "cannot create the LLVM target machine");
   I.builder = jtmb;
   I.compileThreads = options.compileThreads > 0 ? options.compileThreads : static_cast<int>(compileThreadLimit());
@@ -436,7 +439,6 @@ Jit::Jit(const JitOptions& options) : impl_(std::make_unique<Impl>()) {
     }
   }
   I.cacheDir = options.cacheDir;
-  I.emulateBf16Dot = options.emulateBf16Dot;
   std::string target = fmt::format("{}|{}|{}|LLVM {}|", I.triple, I.cpu, I.features, LLVM_VERSION_STRING);
   if (I.prebuilt) {
     target += I.prebuilt->cpu;
@@ -618,6 +620,8 @@ const std::string& Jit::cpu() const { return impl_->cpu; }
 const std::string& Jit::features() const { return impl_->features; }
 
 bool Jit::emulatesBf16Dot() const { return impl_->emulateBf16Dot; }
+bool Jit::emulatesAmx() const { return impl_->emulateAmx; }
+bool Jit::targetsHost() const { return impl_->targetsHost; }
 
 bool Jit::hasFeature(std::string_view feature) const {
   const llvm::MCSubtargetInfo* sti = impl_->tm->getMCSubtargetInfo();

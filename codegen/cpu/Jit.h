@@ -49,6 +49,9 @@ struct JitOptions {
   /// Programs take the bf16 GEMM's k-pair path with each vdpbf16ps emulated by two FMAs
   /// (VectorIsa::emulateBf16Dot), so tests can run that path on CPUs without AVX512-BF16.
   bool emulateBf16Dot = false;
+  /// Programs on the k-pair path multiply on emulated AMX tiles (VectorIsa::emulateAmx): the AMX
+  /// packing and blocking with vector code for the tile products, on any AVX-512 CPU.
+  bool emulateAmx = false;
 };
 
 /// Per-module choices.
@@ -162,8 +165,11 @@ class Jit {
   const std::string& features() const;
   /// Whether the target has the named LLVM feature ("avx2", "avx512f", "fma").
   bool hasFeature(std::string_view feature) const;
-  /// JitOptions::emulateBf16Dot.
+  /// JitOptions::emulateBf16Dot, JitOptions::emulateAmx.
   bool emulatesBf16Dot() const;
+  bool emulatesAmx() const;
+  /// Whether the code is for the machine this process runs on (JitOptions::cpu empty).
+  bool targetsHost() const;
   /// The preferred vector width used when CompileOptions::preferVectorWidth is 0.
   int defaultPreferVectorWidth() const;
 

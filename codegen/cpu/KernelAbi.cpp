@@ -5,7 +5,24 @@
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Module.h>
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace kiln::cpu {
+
+bool amxPermitted() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool permitted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the XSAVE feature number
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+#else
+  return false;
+#endif
+}
 
 VectorIsa isaOf(const Jit& jit) {
   VectorIsa isa;
@@ -14,8 +31,11 @@ VectorIsa isaOf(const Jit& jit) {
   isa.fma = jit.hasFeature("fma");
   isa.f16c = jit.hasFeature("f16c");
   isa.avx512bf16 = jit.hasFeature("avx512bf16");
-  isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16");
+  // The host's tiles need the kernel's permission (asked once per process); code compiled for
+  // another CPU is never run here.
+  isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16") && (!jit.targetsHost() || amxPermitted());
   isa.emulateBf16Dot = jit.emulatesBf16Dot();
+  isa.emulateAmx = jit.emulatesAmx();
   return isa;
 }
 

@@ -38,14 +38,20 @@ struct VectorIsa {
   bool f16c = false;        // vcvtph2ps: f16 → f32 in one instruction (else integer operations)
   bool avx512 = false;      // avx512f (+bw, vl, dq assumed together on every CPU that has them)
   bool avx512bf16 = false;  // vdpbf16ps
-  bool amx = false;         // amx-tile + amx-bf16
+  bool amx = false;         // amx-tile + amx-bf16, and (for the host) the kernel's permission to use them
   // The bf16 GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs) on an ISA without vdpbf16ps, each
   // of its dot products done as two FMAs (the same bits: bf16 products are exact in f32). Set only
   // by tests, to run that path's packing and micro-kernel on any machine (JitOptions::emulateBf16Dot).
   bool emulateBf16Dot = false;
+  // The k-pair path on AMX tiles (GemmAmx.cpp) with each tile product done by vector code from the
+  // same packed panels. Set only by tests, to run that path's packing on any AVX-512 machine
+  // (JitOptions::emulateAmx).
+  bool emulateAmx = false;
 
   /// vdpbf16ps on vectors of 16 floats: bf16 products on the GEMM's k-pair path, natively.
   bool bf16Dot() const { return avx512bf16 && avx512; }
+  /// The k-pair path multiplies on AMX tiles (tdpbf16ps), natively or emulated.
+  bool amxTiles() const { return avx512 && (amx || emulateAmx); }
   // Limits of the packed GEMM's blocking (Gemm.cpp's blockingFor: the K slice and the rows and
   // columns of a C block); 0 takes the ISA's own. Set only to tune them (kiln_gemm_tune --kc, --mb,
   // --nb, --sweep), never by isaOf. gemmMr and gemmNr replace the register tile's rows and columns
@@ -59,6 +65,11 @@ struct VectorIsa {
 };
 
 VectorIsa isaOf(const Jit& jit);
+
+/// Whether this process may use AMX tile data: Linux grants it on request (arch_prctl
+/// ARCH_REQ_XCOMP_PERM for XTILEDATA), asked once per process; false elsewhere and where the
+/// kernel refuses (tile instructions would then fault).
+bool amxPermitted();
 
 /// `void (void**, void*)`, the type of every kernel function.
 llvm::FunctionType* kernelFunctionType(llvm::LLVMContext& ctx);

@@ -71,14 +71,17 @@ std::vector<Contraction> coveringSet(DType t) {
 }  // namespace
 
 std::string isaKey(const VectorIsa& isa) {
-  return fmt::format("v{}{}{}{}{}", isa.f32Lanes, isa.fma ? ".fma" : "", isa.f16c ? ".f16c" : "",
-                     isa.avx512 ? ".avx512" : "", isa.bf16Dot() ? ".bf16dot" : "");
+  return fmt::format("v{}{}{}{}{}{}", isa.f32Lanes, isa.fma ? ".fma" : "", isa.f16c ? ".f16c" : "",
+                     isa.avx512 ? ".avx512" : "", isa.bf16Dot() ? ".bf16dot" : "", isa.amx ? ".amx" : "");
 }
 
 std::vector<std::string> prebuiltFeatureCandidates() {
   return {"sse2",   "sse3",   "ssse3",    "sse4.1",   "sse4.2",   "popcnt",   "cx16",     "sahf",
           "avx",    "avx2",   "fma",      "f16c",     "bmi",      "bmi2",     "lzcnt",    "movbe",
-          "xsave",  "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512bf16", "avx512vnni"};
+          "xsave",  "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512bf16", "avx512vnni",
+          // Sapphire Rapids' other vector features, which LLVM may use in that level's code
+          "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "avx512ifma", "avx512fp16", "gfni",
+          "vpclmulqdq", "vaes", "avxvnni", "amx-tile", "amx-bf16"};
 }
 
 PrebuiltBuild buildPrebuiltGemm(Jit& jit) {

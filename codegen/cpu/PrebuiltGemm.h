@@ -8,8 +8,9 @@
 //   x86-64      SSE2, 4 f32 lanes
 //   x86-64-v3   AVX2, FMA, F16C (Haswell, Zen): 8 lanes
 //   x86-64-v4   AVX-512 F/BW/CD/DQ/VL (Skylake-X, Ice Lake): 16 lanes
-//   cooperlake  x86-64-v4 with AVX512-BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and 5): bf16
-//               products on the k-pair path (vdpbf16ps)
+//   cooperlake  x86-64-v4 with AVX512-BF16 (Cooper Lake, Zen 4 and 5, and Sapphire Rapids where
+//               Linux refuses the tile data): bf16 products on the k-pair path (vdpbf16ps)
+//   sapphirerapids  the same with AMX: bf16 products on tiles (GemmAmx.cpp)
 //
 // The build renders a set of contractions that reaches every shared routine (every path, operand
 // layout, row group and element type) for each level, keeps the shared routines, compiles them as
@@ -42,10 +43,11 @@ struct PrebuiltGemm {
 std::span<const PrebuiltGemm> prebuiltGemmTable();
 
 /// The LLVM CPUs the build compiles the routines for.
-inline constexpr const char* kPrebuiltGemmCpus[] = {"x86-64", "x86-64-v3", "x86-64-v4", "cooperlake"};
+inline constexpr const char* kPrebuiltGemmCpus[] = {"x86-64", "x86-64-v3", "x86-64-v4", "cooperlake",
+                                                     "sapphirerapids"};
 
 /// What distinguishes one ISA's shared routines from another's: lanes, FMA, F16C, AVX-512,
-/// vdpbf16ps.
+/// vdpbf16ps, AMX.
 std::string isaKey(const VectorIsa& isa);
 
 /// The x86 features that can differ between CPUs of one vector ISA and that LLVM may use in code

@@ -108,8 +108,9 @@ struct Rendered {
 };
 
 /// Lowers the graph's kernels and renders them into one module; `link`: the module declares the
-/// Jit's prebuilt GEMM routines instead of defining them (PrebuiltGemm.h).
-Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link) {
+/// Jit's prebuilt GEMM routines instead of defining them (PrebuiltGemm.h). `object`: for a library
+/// (`kiln aot`), which never uses AMX tiles: its runtime does not ask Linux for the tile data.
+Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link, bool object = false) {
   Rendered r;
   auto t0 = Clock::now();
   r.kernels = kernels::lowerGraph(graph);
@@ -119,9 +120,11 @@ Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link
   r.module = std::make_unique<llvm::Module>(graph.name().empty() ? "program" : graph.name(), jit.context());
   VectorIsa isa = isaOf(jit);
   if (link) isa.linkedGemm = jit.prebuiltGemm();
+  if (object) isa.amx = isa.emulateAmx = false;
   for (const kernels::Kernel& k : r.kernels) {
     renderKernel(*r.module, k, isa);
     stats.bf16PairContractions += k.hasContraction && contractionUsesBf16Pairs(k, isa);
+    stats.amxContractions += k.hasContraction && contractionUsesAmx(k, isa);
   }
   stats.renderMs = msSince(t0);
   for (const llvm::Function& f : *r.module)
@@ -150,7 +153,7 @@ int64_t ProgramLayout::scratchBytes(int threads) const {
 ProgramObject compileObject(const ir::Graph& graph, const ObjectOptions& options) {
   Jit& jit = options.jit ? *options.jit : Jit::host();
   ProgramObject out;
-  Rendered r = render(graph, jit, out.stats, /*link=*/false);  // the object stands alone
+  Rendered r = render(graph, jit, out.stats, /*link=*/false, /*object=*/true);  // the object stands alone
   out.layout = layOut(graph, r.kernels, isaOf(jit));
   llvm::Module& m = *r.module;
   std::vector<std::pair<std::string, std::string>> blobs = options.blobs;

@@ -58,6 +58,8 @@ struct ProgramStats {
   // Contractions whose bf16 operands are packed as k pairs for vdpbf16ps (Gemm.h's
   // contractionUsesBf16Pairs); the others convert bf16 to f32.
   int bf16PairContractions = 0;
+  // Of those, the contractions that multiply on AMX tiles (Gemm.h's contractionUsesAmx).
+  int amxContractions = 0;
   int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0;
 };
 

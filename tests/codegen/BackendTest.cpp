@@ -8,6 +8,7 @@
 #include "RandomGraphs.h"
 
 #include "codegen/cpu/Jit.h"
+#include "codegen/cpu/KernelAbi.h"
 #include "codegen/cpu/Program.h"
 #include "frontend/Zoo.h"
 #include "interp/Interpreter.h"
@@ -432,11 +433,12 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
   std::unique_ptr<cpu::Program> p = cpu::Program::compile(g, po);
   EXPECT_GT(p->stats().gemmRoutinesLinked, 0);
   EXPECT_EQ(p->stats().gemmRoutinesCompiled, 0);
-  // A CPU with AVX512-BF16 takes the cooperlake level, whose routines include the bf16 k-pair path.
+  // A CPU with AVX512-BF16 and AMX takes the sapphirerapids level, whose routines include the bf16
+  // k-pair path on tiles.
   cpu::JitOptions bf16;
   bf16.cpu = "sapphirerapids";
   cpu::Jit spr(bf16);
-  EXPECT_EQ(spr.prebuiltGemmCpu(), "cooperlake");
+  EXPECT_EQ(spr.prebuiltGemmCpu(), "sapphirerapids");
   po.jit = &spr;
   for (const char* name : {"mnist_mlp", "cnn"}) {
     ZooOptions o;
@@ -448,6 +450,7 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
     passes::buildTrainingStep(step, to);
     std::unique_ptr<cpu::Program> q = cpu::Program::compile(passes::compiledCopy(step), po);
     EXPECT_GT(q->stats().bf16PairContractions, 0) << name;
+    EXPECT_EQ(q->stats().amxContractions, q->stats().bf16PairContractions) << name;
     EXPECT_GT(q->stats().gemmRoutinesLinked, 0) << name;
     EXPECT_EQ(q->stats().gemmRoutinesCompiled, 0) << name;
   }
@@ -458,12 +461,18 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
 // the amp pass's bf16 graphs of mnist_mlp, tiny_mlp and cnn Adam steps at batch 33 (forward,
 // weight- and input-gradient products on the pair path, odd K included) against the interpreter
 // on the same graph, within bf16's rounding (a product input rounded the other way moves a
-// result by about 2^-8 of its tensor's scale).
+// result by about 2^-8 of its tensor's scale). On AVX-512 CPUs again on emulated AMX tiles
+// (JitOptions::emulateAmx: the tile path's blocking and packing; on a CPU with AMX both Jits use
+// its tiles natively).
 TEST(CpuBackend, Bf16StepsOnTheDotProductPath) {
   cpu::JitOptions options;
   options.emulateBf16Dot = true;
-  cpu::Jit jit(options);
+  cpu::Jit pairs(options);
+  options.emulateAmx = true;
+  cpu::Jit tiles(options);
+  for (cpu::Jit* jit : {&pairs, &tiles})
   for (const char* name : {"mnist_mlp", "tiny_mlp", "cnn"}) {
+    if (jit == &tiles && !cpu::isaOf(tiles).avx512) continue;
     ZooOptions o;
     o.batch = 33;
     ir::Graph g = buildZooModel(name, o);
@@ -475,8 +484,10 @@ TEST(CpuBackend, Bf16StepsOnTheDotProductPath) {
     interp::TensorMap in = modelInputs(compiled);
     interp::TensorMap updated;
     interp::TensorMap want = interp::run(compiled, in, interp::initializeParams(compiled), &updated);
-    std::unique_ptr<cpu::Program> p = compileWith(compiled, jit);
+    std::unique_ptr<cpu::Program> p = compileWith(compiled, *jit);
     EXPECT_GE(p->stats().bf16PairContractions, 1) << name;
+    // On tiles: all of them when emulated, and on a CPU with AMX natively in both Jits.
+    EXPECT_EQ(p->stats().amxContractions, cpu::isaOf(*jit).amxTiles() ? p->stats().bf16PairContractions : 0) << name;
     interp::TensorMap got = p->run(in);
     interp::TensorMap gotParams = p->params();
     for (const auto& [key, t] : updated) want.insert_or_assign("param " + key, t);

@@ -114,6 +114,7 @@ TEST(Gemm, Bf16PairsEmulated) {
   for (VectorIsa isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
     SCOPED_TRACE(fmt::format("{} lanes", isa.f32Lanes));
     isa.avx512bf16 = false;  // emulated even where this CPU has vdpbf16ps
+    isa.amx = false;         // and not on its tiles
     isa.emulateBf16Dot = true;
     std::string ir;
     const std::vector<Case> cases{matmul(33, 257, 257),
@@ -140,20 +141,22 @@ TEST(Gemm, Bf16PairsEmulated) {
   }
 }
 
-// The native path: compiled for Sapphire Rapids (vdpbf16ps on zmm), and where this CPU has
+// The native path: compiled for Cooper Lake (vdpbf16ps on zmm, no AMX), and where this CPU has
 // AVX512-BF16, run against the interpreter and bit for bit against the emulation (the same sums
-// in the same order; random operands in [-1, 1] have no subnormal products).
+// in the same order; random operands in [-1, 1] have no subnormal products), its tiles left aside.
 TEST(Gemm, Bf16DotProducts) {
   const std::vector<Case> cases{matmul(33, 257, 257, true, false), matmul(257, 100, 33, false, true),
                                 matmul(33, 130, 9001)};
-  auto spr = makeJit("sapphirerapids");
+  auto spr = makeJit("cooperlake");
   const VectorIsa native = isaOf(*spr);
+  ASSERT_FALSE(native.amx);
   ASSERT_TRUE(native.avx512bf16);
   std::string ir;
   EXPECT_NO_THROW(compileAll(*spr, cases, DType::bf16, native, &ir));
   EXPECT_NE(ir.find("@llvm.x86.avx512bf16.dpbf16ps.512("), std::string::npos);
   EXPECT_NE(ir.find(".bf16dot("), std::string::npos);
-  const VectorIsa host = isaOf(hostJit());
+  VectorIsa host = isaOf(hostJit());
+  host.amx = false;
   if (!host.avx512bf16 || !host.avx512)
     GTEST_SKIP() << "this CPU has no AVX512-BF16: the native kernels were compiled, not run";
   VectorIsa emulated = host;
@@ -165,6 +168,64 @@ TEST(Gemm, Bf16DotProducts) {
     EXPECT_TRUE(verify(got[i], cases[i], DType::bf16, {1, 2}, host)
                     .identical(verify(want[i], cases[i], DType::bf16, {1}, emulated)))
         << cases[i].graph(DType::bf16);
+}
+
+// AMX tiles (GemmAmx.cpp): the pair path blocked 32 × 32 with K slices padded to 32, A packed in
+// tile rows by both packings, B the pair path's panels. Emulated here (VectorIsa::emulateAmx: the
+// vector micro-kernel reads A's tile rows) over K short of a multiple of 32 and odd, partial panels
+// of rows and of columns (a last panel of at most 16 takes one tile of columns), every transpose,
+// split K and a broadcast batch, on one thread and two.
+std::vector<Case> amxCases() {
+  return {matmul(33, 257, 257),
+          matmul(257, 1000, 33, false, true),
+          matmul(150, 45, 301, true, false),
+          matmul(33, 130, 9001, true, true),
+          matmul(100, 128, 784),
+          {"{t}[3,1,20,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,20,257]"},
+          matmul(64, 64, 32, false, true)};
+}
+
+TEST(Gemm, AmxTilesEmulated) {
+  VectorIsa isa = isaOf(hostJit());
+  if (!isa.avx512) GTEST_SKIP() << "the AMX path is emulated on AVX-512 CPUs only";
+  isa.amx = false;
+  isa.emulateAmx = true;
+  isa.emulateBf16Dot = !isa.bf16Dot();
+  const std::vector<Case> cases = amxCases();
+  std::string ir;
+  std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, isa, &ir);
+  EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32.32x32.v16.amx.emulated"), std::string::npos);
+  EXPECT_NE(ir.find("@kiln.gemm.pack.bf16.v16.pairs.amx.k("), std::string::npos);
+  EXPECT_NE(ir.find("@kiln.gemm.pack.bf16.v16.pairs.amx.rows("), std::string::npos);
+  EXPECT_NE(ir.find("@kiln.gemm.pack.bf16.v16.pairs.rows("), std::string::npos) << "B: the pair path's panels";
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const gemm::Blocking plan = gemm::blockingFor(kernels[i].form, AccType::F32, isa, DType::bf16);
+    EXPECT_TRUE(plan.amx && plan.mr == gemm::kAmxRows && plan.kc % gemm::kAmxK == 0) << cases[i].graph(DType::bf16);
+    verify(kernels[i], cases[i], DType::bf16, {1, 2}, isa);
+  }
+  EXPECT_EQ(gemm::blockingFor(kernels[3].form, AccType::F32, isa, DType::bf16).path, gemm::Path::SplitK);
+  // Convolution windows and f32 operands stay off the tiles.
+  EXPECT_FALSE(gemm::blockingFor(formOf(kConvs[0].forward()), AccType::F32, isa, DType::bf16).amx);
+  EXPECT_FALSE(gemm::blockingFor(kernels[0].form, AccType::F32, isa, DType::f32).amx);
+}
+
+// Native tiles: compiled for Sapphire Rapids (the tile configuration, tile loads and stores,
+// tdpbf16ps), and where this CPU has AMX and Linux grants the process its tile data, run against
+// the interpreter.
+TEST(Gemm, AmxTiles) {
+  auto spr = makeJit("sapphirerapids");
+  const VectorIsa native = isaOf(*spr);
+  ASSERT_TRUE(native.amx);
+  const std::vector<Case> cases = amxCases();
+  std::string ir;
+  EXPECT_NO_THROW(compileAll(*spr, cases, DType::bf16, native, &ir));
+  EXPECT_NE(ir.find("@llvm.x86.tdpbf16ps("), std::string::npos);
+  EXPECT_NE(ir.find("@llvm.x86.ldtilecfg("), std::string::npos);
+  EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32.32x32.v16.amx.cols16("), std::string::npos);
+  const VectorIsa host = isaOf(hostJit());
+  if (!host.amx) GTEST_SKIP() << "this CPU has no AMX (or Linux refused its tile data): compiled, not run";
+  std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, host);
+  for (size_t i = 0; i < kernels.size(); ++i) verify(kernels[i], cases[i], DType::bf16, {1, 2}, host);
 }
 
 }  // namespace

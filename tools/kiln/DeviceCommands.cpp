@@ -3,6 +3,8 @@
 #include "tools/kiln/Commands.h"
 
 #include "codegen/cpu/HostTarget.h"
+#include "codegen/cpu/Jit.h"
+#include "codegen/cpu/KernelAbi.h"
 #include "runtime/Devices.h"
 #if KILN_HAVE_CUDA
 #include "codegen/cuda/Nvrtc.h"
@@ -25,13 +27,19 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
     std::printf("  isa: %s\n", fmt::format("{}", fmt::join(cpu.isa, " ")).c_str());
     std::printf("  llvm %s target: %s, cpu %s, %d f32 lanes per vector\n", host.llvmVersion.c_str(),
                 host.triple.c_str(), host.cpu.c_str(), host.f32Lanes());
-    // Honest about mixed precision on the CPU: its contractions widen bf16/f16 operands to f32 as
-    // they pack them (codegen/cpu/Gemm.cpp), whatever bf16 arithmetic the CPU has.
-    const bool bf16Hardware = std::any_of(cpu.isa.begin(), cpu.isa.end(), [](const std::string& f) {
-      return f == "avx512_bf16" || f == "amx_bf16";
+    // How mixed precision multiplies here (codegen/cpu/Gemm.cpp, GemmAmx.cpp): bf16 products of
+    // matmul operands on AMX tiles or as vdpbf16ps k pairs where the CPU (and for AMX, Linux) allows;
+    // convolution windows, f16 and CPUs without either widen to f32 when packing.
+    const cpu::VectorIsa isa = cpu::isaOf(cpu::Jit::host());
+    const bool amxHardware = std::any_of(cpu.isa.begin(), cpu.isa.end(), [](const std::string& f) {
+      return f == "amx_bf16";
     });
-    std::printf("  bf16/f16 contractions: operands widened to f32 when packed, f32 arithmetic%s\n",
-                bf16Hardware ? " (this CPU's AVX512-BF16/AMX are not used yet)" : "");
+    const char* bf16 = isa.amxTiles()   ? "AMX tiles (tdpbf16ps), f32 accumulation"
+                       : isa.bf16Dot() ? "bf16 k pairs (vdpbf16ps), f32 accumulation"
+                                       : "operands widened to f32 when packed, f32 arithmetic";
+    std::printf("  bf16 matmul products: %s%s\n", bf16,
+                amxHardware && !isa.amx ? " (Linux refused this process AMX tile data)" : "");
+    std::printf("  f16 products, bf16 convolutions: operands widened to f32 when packed, f32 arithmetic\n");
 #if KILN_HAVE_CUDA
     std::printf("nvrtc: %s\n", cuda::nvrtcVersion().c_str());
 #else

@@ -1,0 +1,103 @@
+// bf16 products on AMX tiles (Sapphire Rapids and later; VectorIsa::amx). The k-pair path of the
+// packed GEMM (Gemm.cpp's "bf16 on AVX512-BF16") with the register tile replaced by four tile
+// registers: where the CPU has amx-tile and amx-bf16 and Linux grants the process its tile data
+// (KernelAbi.h's amxPermitted), a contraction on the pair path blocks with MR = 32, NR = 32 and
+// K slices padded to 32 (Blocking::amx), and its micro-kernel computes the 32 × 32 tile of C as
+// 2 × 2 tiles of 16 × 16 f32:
+//
+//   tmm0 tmm1   C rows 0-15, columns 0-15 and 16-31       (16 rows × 64 bytes each)
+//   tmm2 tmm3   C rows 16-31
+//   tmm4 tmm5   A rows 0-15 and 16-31, 32 k               (16 rows × 32 bf16)
+//   tmm6 tmm7   B k pairs 16 rows, columns 0-15 and 16-31  (16 rows × 16 pairs)
+//
+// per 32 k: four tile loads and four tdpbf16ps (each 16 · 16 · 32 multiply-adds). B's panels are
+// the pair path's own (a panel row holds NR k pairs, 128 bytes: tmm6 and tmm7 load its halves with
+// that stride). A's panels hold each row's kcPad k one row after the other (GemmKernels.cpp's
+// amxKContiguous and amxRowsContiguous), so a tile of A is 16 rows kcPad · 2 bytes apart. C's tile
+// in the item's scratch is loaded (after the first slice) and stored with its row stride; a panel
+// of at most 16 columns uses tmm0 and tmm2 only. Every call configures the tiles (ldtilecfg from a
+// constant) and releases them (tilerelease), so no tile state outlives it.
+//
+// VectorIsa::emulateAmx runs the same blocking and packing with the vector micro-kernel reading A's
+// tile rows (GemmKernels.cpp), which is how the tests check the layouts on CPUs without AMX; on a
+// CPU with AMX, `Gemm.AmxTiles` compares the two.
+#include "codegen/cpu/GemmEmitter.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/Module.h>
+
+#include <array>
+
+namespace kiln::cpu::gemm {
+namespace {
+
+constexpr int kTileRows = 16, kTileBytes = 64;  // of every tile used here
+constexpr uint8_t kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7;
+
+/// The 64-byte tile configuration: palette 1, tiles 0-7 of 16 rows × 64 bytes.
+llvm::Constant* tileConfig(llvm::Module& m) {
+  const std::string name = "kiln.gemm.amx.config";
+  if (llvm::GlobalVariable* g = m.getGlobalVariable(name, true)) return g;
+  std::array<uint8_t, 64> bytes{};
+  bytes[0] = 1;  // palette
+  for (int t = 0; t < 8; ++t) {
+    bytes[16 + 2 * t] = kTileBytes;  // colsb, little-endian u16
+    bytes[48 + t] = kTileRows;       // rows
+  }
+  auto* data = llvm::ConstantDataArray::get(m.getContext(), bytes);
+  auto* g = new llvm::GlobalVariable(m, data->getType(), /*isConstant=*/true, llvm::GlobalValue::InternalLinkage,
+                                     data, name);
+  g->setAlignment(llvm::Align(64));
+  return g;
+}
+
+}  // namespace
+
+void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value *kcPad = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
+  auto tile = [&](llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) { b.CreateIntrinsic(id, {}, args); };
+  auto imm = [&](int t) { return b.getInt8(static_cast<uint8_t>(t)); };
+  auto bytes = [&](llvm::Value* base, llvm::Value* offset) { return b.CreateInBoundsGEP(b.getInt8Ty(), base, offset); };
+  tile(llvm::Intrinsic::x86_ldtilecfg, {tileConfig(g.m)});
+  // C tile (i, j) is tmm(2i + j): rows 16i…, columns 16j… of the micro-tile.
+  llvm::Value* cStride = b.CreateMul(ldc, g.i64(4));
+  auto cTile = [&](int i, int j) {
+    return bytes(c, b.CreateAdd(b.CreateMul(cStride, g.i64(kTileRows * i)), g.i64(kTileBytes * j)));
+  };
+  auto* load = llvm::BasicBlock::Create(g.ctx, "c.load", f);
+  auto* zero = llvm::BasicBlock::Create(g.ctx, "c.zero", f);
+  auto* ready = llvm::BasicBlock::Create(g.ctx, "c.ready", f);
+  b.CreateCondBr(f->getArg(5), load, zero);
+  b.SetInsertPoint(load);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tileloadd64, {imm(2 * i + j), cTile(i, j), cStride});
+  b.CreateBr(ready);
+  b.SetInsertPoint(zero);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilezero, {imm(2 * i + j)});
+  b.CreateBr(ready);
+  b.SetInsertPoint(ready);
+  llvm::Value* aStride = b.CreateMul(kcPad, g.i64(2));  // bytes from one row of A to the next
+  llvm::Value* bStride = g.i64(int64_t{g.plan.nr} * 4);  // one panel row of k pairs
+  llvm::Value* aSecond = b.CreateMul(aStride, g.i64(kTileRows));
+  g.loop(g.i64(0), kcPad, kAmxK, "k", [&](llvm::Value* k) {
+    llvm::Value* aAt = bytes(a, b.CreateMul(k, g.i64(2)));
+    llvm::Value* bAt = bytes(bp, b.CreateMul(b.CreateLShr(k, g.i64(1)), bStride));
+    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kA0), aAt, aStride});
+    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kA1), bytes(aAt, aSecond), aStride});
+    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB0), bAt, bStride});
+    if (nv > 1) tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB1), bytes(bAt, g.i64(kTileBytes)), bStride});
+    for (int j = 0; j < nv; ++j) {
+      tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(j), imm(kA0), imm(j == 0 ? kB0 : kB1)});
+      tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(2 + j), imm(kA1), imm(j == 0 ? kB0 : kB1)});
+    }
+  });
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilestored64, {imm(2 * i + j), cTile(i, j), cStride});
+  tile(llvm::Intrinsic::x86_tilerelease, {});
+  b.CreateRetVoid();
+}
+
+}  // namespace kiln::cpu::gemm
