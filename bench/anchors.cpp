@@ -10,7 +10,9 @@
 // dA = dC·Bᵀ is NT and its weight gradient dB = Aᵀ·dC is TN. "ms" is the median time of one call.
 // peak/fma/tT is a register-only FMA loop (AVX-512 where the CPU has it, else AVX2) on T threads,
 // run before and after the GEMMs; its "gflops" is the best sample, since noise on a shared machine
-// only ever slows a loop down.
+// only ever slows a loop down. The bf16 peaks likewise: peak/bf16dot/tT, vdpbf16ps on registers
+// (AVX512-BF16), and peak/amx/tT, tdpbf16ps on tiles (AMX, where Linux grants the tile data): the
+// bf16 workloads' "% peak" is against the higher of the two.
 //
 // Implementations: oneDNN's dnnl_sgemm and its matmul primitive (f32; and bf16 inputs with f32
 // output where this oneDNN has a bf16 kernel for the CPU, as the workload gemm/…/tT/bf16 beside
@@ -18,6 +20,8 @@
 // (Debian's libopenblas0-openmp).
 #include <cblas.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
@@ -130,6 +134,94 @@ __attribute__((target("avx512f"))) float fmaLoopAvx512(int64_t iters) {
   return lanes[0] + lanes[15];
 }
 
+/// iters × kAvx512Accumulators vdpbf16ps of 16 lanes, two multiply-adds per lane each.
+__attribute__((target("avx512f,avx512bf16"))) float bf16DotLoop(int64_t iters) {
+  __m512 acc[kAvx512Accumulators];
+  for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512bh one = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // bf16 pairs of 1.0
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 32
+    for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], one, one);
+  }
+  __m512 sum = acc[0];
+  for (int j = 1; j < kAvx512Accumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  return lanes[0] + lanes[15];
+}
+
+/// iters × 4 tdpbf16ps (C 16 × 16 f32 += A 16 × 32 bf16 · B 16 × 16 pairs) on four accumulator
+/// tiles, as kiln's AMX micro-kernel uses them (codegen/cpu/GemmAmx.cpp).
+__attribute__((target("amx-tile,amx-bf16"))) float amxLoop(int64_t iters) {
+  struct alignas(64) Config {
+    uint8_t palette = 1, startRow = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  } config;
+  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  alignas(64) static thread_local uint16_t ones[16 * 32];
+  alignas(64) static thread_local float out[16 * 16];
+  std::fill(std::begin(ones), std::end(ones), uint16_t{0x3f80});
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+
+/// Whether this process may use AMX tiles: the CPU has them and Linux grants the tile data.
+bool amxUsable() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return __builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+/// The best sample of `loop` (returning a value that depends on all its work) on each thread
+/// count as workload peak/NAME/tT, `flopsPerThread` a call.
+void benchLoop(const Options& opt, const std::string& name, const char* impl, const std::function<float()>& loop,
+               double flopsPerThread, const std::string& note) {
+  volatile float sink = 0;  // keeps the loops' results alive
+  for (int t : opt.threads) {
+    std::string workload = "peak/" + name + "/t" + std::to_string(t);
+    if (!std::regex_search(workload, opt.filter)) continue;
+    auto run = [&] {
+      std::vector<float> results(t);
+      std::vector<std::thread> pool;
+      for (int i = 0; i < t; ++i) pool.emplace_back([&, i] { results[i] = loop(); });
+      for (auto& th : pool) th.join();
+      for (float r : results) sink = sink + r;
+    };
+    Timing tm = timeCalls(run, std::max(opt.budget, 1.0));
+    // Report the best sample: the peak is what the core can do, and other load only subtracts.
+    Timing best{tm.bestMs, tm.bestMs, tm.runs};
+    emit(workload, impl, best, flopsPerThread * t, t, note);
+  }
+}
+
+void benchBf16Peaks(const Options& opt) {
+  const int64_t iters = 20'000'000;
+  if (__builtin_cpu_supports("avx512bf16"))
+    benchLoop(opt, "bf16dot", "vdpbf16ps", [&] { return bf16DotLoop(iters); },
+              4.0 * iters * kAvx512Accumulators * 16, std::to_string(kAvx512Accumulators) + " accumulators, best sample");
+  if (amxUsable()) {
+    const int64_t tileIters = iters / 8;  // a tdpbf16ps is 256 times a vdpbf16ps's work
+    benchLoop(opt, "amx", "tdpbf16ps", [&] { return amxLoop(tileIters); }, 4.0 * tileIters * 2 * 16 * 16 * 32,
+              "4 accumulator tiles, best sample");
+  }
+}
+
 void benchPeak(const Options& opt) {
   bool avx512 = __builtin_cpu_supports("avx512f");
   if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
@@ -139,24 +231,9 @@ void benchPeak(const Options& opt) {
   const char* impl = avx512 ? "fma-avx512" : "fma-avx2";
   const int64_t iters = 20'000'000;  // ~0.1-0.2 s per thread at 2-3 GHz
   const double flopsPerThread = 2.0 * iters * (avx512 ? kAvx512Accumulators * 16 : kAvx2Accumulators * 8);
-  volatile float sink = 0;  // keeps the loops' results alive
-  for (int t : opt.threads) {
-    std::string workload = "peak/fma/t" + std::to_string(t);
-    if (!std::regex_search(workload, opt.filter)) continue;
-    auto run = [&] {
-      std::vector<float> results(t);
-      std::vector<std::thread> pool;
-      for (int i = 0; i < t; ++i)
-        pool.emplace_back([&, i] { results[i] = avx512 ? fmaLoopAvx512(iters) : fmaLoopAvx2(iters); });
-      for (auto& th : pool) th.join();
-      for (float r : results) sink = sink + r;
-    };
-    Timing tm = timeCalls(run, std::max(opt.budget, 1.0));
-    // Report the best sample: the peak is what the core can do, and other load only subtracts.
-    Timing best{tm.bestMs, tm.bestMs, tm.runs};
-    emit(workload, impl, best, flopsPerThread * t, t,
-         std::to_string(avx512 ? kAvx512Accumulators : kAvx2Accumulators) + " accumulators, best sample");
-  }
+  benchLoop(opt, "fma", impl, [&] { return avx512 ? fmaLoopAvx512(iters) : fmaLoopAvx2(iters); }, flopsPerThread,
+            std::to_string(avx512 ? kAvx512Accumulators : kAvx2Accumulators) + " accumulators, best sample");
+  benchBf16Peaks(opt);
 }
 
 // --- GEMM ----------------------------------------------------------------------------------------

@@ -258,7 +258,13 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   const std::array<int, 2> tile = registerTile(isa, acc);
   p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
   if (amxAvailable(f, dtype, isa)) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
-  const int64_t kcMost = roundUp(isa.gemmKc > 0 ? isa.gemmKc : isa.avx512 ? 192 : 256, p.kUnit);
+  // bf16 k pairs: a slice of twice the k in the f32 slice's bytes (the micro-kernel's tile, loaded
+  // and stored once a slice, then serves twice the work). simplenet's bf16 products on 2 threads
+  // (`kiln_gemm_tune --bf16 --kc 192|384`, three rounds): 10000×512·1000 719–734 → 730–742 GFLOP/s,
+  // 10000×256·512 646–668 → 695–711 (one slice instead of three).
+  const bool pairs = pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
+  const int64_t kcOwn = (isa.avx512 ? 192 : 256) * (pairs ? 2 : 1);
+  const int64_t kcMost = roundUp(isa.gemmKc > 0 ? isa.gemmKc : kcOwn, p.kUnit);
   const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
   // A K of up to 1.5 slices stays one slice: every C tile is then finished in one pass (cnn's
   // second convolution, K 288: 2T 225–231 → 251–264 GFLOP/s in `kiln_gemm_tune conv 64 32 14 14
