@@ -10,7 +10,8 @@ time, the fastest anchor (any impl other than "kiln") and the ratio kiln / ancho
 is faster), then GFLOP/s and the fraction of the measured FMA peak (peak/fma/tN, the best round)
 where the FLOPs are known. bf16 GEMMs are workloads of their own (gemm/LAYOUT/MxNxK/tT/bf16: bf16
 operands, f32 accumulation), so an f32 row is never compared with a bf16 anchor; their "% peak"
-is against the f32 FMA peak (AMX and AVX512-BF16 exceed it).
+is against the measured bf16 peak (peak/bf16dot/tN, vdpbf16ps, or peak/amx/tN, tdpbf16ps: the
+higher) where the CPU has one, else against the f32 FMA peak.
 
 FLOPs count the matrix products and convolutions only (bias, activations, loss and optimizer
 are a few percent at most and are left out): a forward layer is 2·B·in·out (a convolution
@@ -105,7 +106,7 @@ def main():
         import report_gpu
         return report_gpu.report(args.gpu[0], args.gpu[1])
 
-    times, order, peaks, skipped, notes, memory = {}, [], {}, {}, [], []
+    times, order, peaks, bf16_peaks, skipped, notes, memory = {}, [], {}, {}, {}, [], []
     for rec in read_records(args.files):
         w, impl = rec["workload"], rec["impl"]
         if w.startswith("env/"):
@@ -115,7 +116,8 @@ def main():
         elif "skipped" in rec:
             skipped.setdefault((impl, rec["skipped"]), []).append(w)
         elif w.startswith("peak/"):
-            peaks[workload_threads(w, 1)] = max(peaks.get(workload_threads(w, 1), 0.0), rec["gflops"])
+            kind = bf16_peaks if w.startswith(("peak/bf16dot/", "peak/amx/")) else peaks
+            kind[workload_threads(w, 1)] = max(kind.get(workload_threads(w, 1), 0.0), rec["gflops"])
         elif "ms" in rec:
             if w not in times:
                 times[w] = {}
@@ -123,7 +125,8 @@ def main():
             times[w].setdefault(impl, []).append(rec["ms"])
 
     def peak_for(w):
-        return peaks.get(workload_threads(w, args.threads))
+        t = workload_threads(w, args.threads)
+        return bf16_peaks.get(t, peaks.get(t)) if w.endswith("/bf16") else peaks.get(t)
 
     category = {"train": 0, "infer": 1, "gemm": 2}
     order.sort(key=lambda w: category.get(w.split("/")[0], 3))  # stable: each program's order within
@@ -154,6 +157,10 @@ def main():
         print()
         print("Measured FP32 FMA peak: " + ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}"
                                                     for t, g in sorted(peaks.items())) + ".")
+        if bf16_peaks:
+            print("Measured bf16 peak (the bf16 rows' % peak): " +
+                  ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(bf16_peaks.items())) +
+                  ".")
         # Sanity checks: a disturbed peak run overstates every percentage above.
         if 1 in peaks and 2 in peaks and peaks[2] < 1.6 * peaks[1]:
             print(f"\n**Warning:** the 2-thread peak is {peaks[2] / peaks[1]:.2f}× the 1-thread one, not ~2×: "

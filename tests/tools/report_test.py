@@ -5,7 +5,8 @@
 
 An f32 GEMM row is compared with the fastest f32 anchor only; oneDNN's bf16 matmul is the anchor of
 the bf16 row (gemm/…/tT/bf16), both as anchors.cpp writes it now and as older logs wrote it (impl
-onednn-matmul-bf16 under the f32 workload's name); kiln's bf16 GEMM is that row's kiln figure.
+onednn-matmul-bf16 under the f32 workload's name); kiln's bf16 GEMM is that row's kiln figure. A
+bf16 row's "% peak" is against the higher measured bf16 peak (vdpbf16ps or AMX tiles).
 """
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import sys
 RECORDS = """\
 {"workload": "peak/fma/t1", "impl": "fma-avx512", "ms": 100, "gflops": 100.0}
 {"workload": "peak/fma/t2", "impl": "fma-avx512", "ms": 100, "gflops": 200.0}
+{"workload": "peak/bf16dot/t2", "impl": "vdpbf16ps", "ms": 100, "gflops": 400.0}
+{"workload": "peak/amx/t2", "impl": "tdpbf16ps", "ms": 100, "gflops": 500.0}
 {"workload": "gemm/NN/100x100x100/t1", "impl": "kiln", "ms": 0.04}
 {"workload": "gemm/NN/100x100x100/t1", "impl": "onednn-sgemm", "ms": 0.05}
 {"workload": "gemm/NN/100x100x100/t1", "impl": "onednn-matmul-bf16", "ms": 0.01}
@@ -62,7 +65,7 @@ def main():
     expect("gemm/NN/100x100x100/t2", "best anchor", "openblas")
     expect("gemm/NN/100x100x100/t2", "kiln % peak", "33 %")
     expect("gemm/NN/100x100x100/t2/bf16", "ratio", "2.00")
-    expect("gemm/NN/100x100x100/t2/bf16", "kiln % peak", "125 %")
+    expect("gemm/NN/100x100x100/t2/bf16", "kiln % peak", "50 %")  # 250 GFLOP/s of the tiles' 500
     # bf16 units may pass the f32 FMA peak: no warning about a disturbed peak run for those.
     if "faster than the measured peak" in run.stdout:
         failures.append("warned about the peak for a bf16 row")
