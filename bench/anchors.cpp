@@ -119,14 +119,14 @@ __attribute__((target("avx2,fma"))) float fmaLoopAvx2(int64_t iters) {
   return lanes[0] + lanes[7];
 }
 
-__attribute__((target("avx512f"))) float fmaLoopAvx512(int64_t iters) {
-  __m512 acc[kAvx512Accumulators];
+using Avx512Accumulators = __m512[kAvx512Accumulators];
+
+__attribute__((target("avx512f"))) void start(Avx512Accumulators& acc) {
   for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 32
-    for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
-  }
+}
+
+/// A value that depends on every accumulator.
+__attribute__((target("avx512f"))) float fold(const Avx512Accumulators& acc) {
   __m512 sum = acc[0];
   for (int j = 1; j < kAvx512Accumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
   float lanes[16];
@@ -134,20 +134,27 @@ __attribute__((target("avx512f"))) float fmaLoopAvx512(int64_t iters) {
   return lanes[0] + lanes[15];
 }
 
+__attribute__((target("avx512f"))) float fmaLoopAvx512(int64_t iters) {
+  Avx512Accumulators acc;
+  start(acc);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 32
+    for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  return fold(acc);
+}
+
 /// iters × kAvx512Accumulators vdpbf16ps of 16 lanes, two multiply-adds per lane each.
 __attribute__((target("avx512f,avx512bf16"))) float bf16DotLoop(int64_t iters) {
-  __m512 acc[kAvx512Accumulators];
-  for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  Avx512Accumulators acc;
+  start(acc);
   const __m512bh one = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // bf16 pairs of 1.0
   for (int64_t i = 0; i < iters; ++i) {
 #pragma GCC unroll 32
     for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], one, one);
   }
-  __m512 sum = acc[0];
-  for (int j = 1; j < kAvx512Accumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, sum);
-  return lanes[0] + lanes[15];
+  return fold(acc);
 }
 
 /// iters × 4 tdpbf16ps (C 16 × 16 f32 += A 16 × 32 bf16 · B 16 × 16 pairs) on four accumulator
