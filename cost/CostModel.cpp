@@ -150,12 +150,24 @@ class GemmModel {
   explicit GemmModel(const CpuProfile& cpu) : cpu_(cpu) {
     std::vector<const GemmPoint*> points;
     for (const GemmPoint& g : cpu.gemm)
-      if (g.op == "matmul" && g.micros > 0) points.push_back(&g);
+      if (g.op == "matmul" && g.dtype == "f32" && g.micros > 0) points.push_back(&g);
     fit(points);
-    for (const GemmPoint& g : cpu.gemm)
-      if (g.op != "matmul" && g.micros > 0)
-        factors_.emplace_back(g.op, std::clamp(g.micros / micros(g.batch, g.m, g.n, g.k), 0.5, 20.0));
+    std::vector<double> bf16;
+    for (const GemmPoint& g : cpu.gemm) {
+      if (g.micros <= 0) continue;
+      const double f = g.micros / micros(g.batch, g.m, g.n, g.k);
+      if (g.dtype == "bf16") bf16.push_back(std::clamp(f, 0.05, 2.0));
+      else if (g.op != "matmul") factors_.emplace_back(g.op, std::clamp(f, 0.5, 20.0));
+    }
+    // bf16 matmuls: the median of the bf16 probes against the f32 model (1 without probes).
+    if (!bf16.empty()) {
+      std::sort(bf16.begin(), bf16.end());
+      bf16Factor_ = bf16[bf16.size() / 2];
+    }
   }
+
+  /// bf16 matmul time over f32's, from the profile's bf16 probes (1 when it has none).
+  double bf16Factor() const { return bf16Factor_; }
 
   /// The fitted coefficients, the convolution factors and each probe against the fit.
   std::string text() const {
@@ -165,9 +177,10 @@ class GemmModel {
         c_[0], 100 / c_[0], c_[1], c_[2], c_[3], c_[4], c_[5]);
     out += "  convolution factors:";
     for (const auto& [o, f] : factors_) out += fmt::format(" {} {:.2f}×", o, f);
+    out += fmt::format("; bf16 matmuls {:.2f}×", bf16Factor_);
     out += "\n  probes, measured against the model:";
     for (const GemmPoint& g : cpu_.gemm)
-      if (g.op == "matmul")
+      if (g.op == "matmul" && g.dtype == "f32")
         out += fmt::format(" {}{}x{}x{} {:+.0f} %;", g.batch > 1 ? fmt::format("{}·", g.batch) : "", g.m, g.n, g.k,
                            100 * (g.micros / micros(g.batch, g.m, g.n, g.k) - 1));
     return out + "\n";
@@ -291,6 +304,7 @@ class GemmModel {
   const CpuProfile& cpu_;
   Terms c_{1, 0, 0, 0, 0, 0};
   std::vector<std::pair<std::string, double>> factors_;
+  double bf16Factor_ = 1;
 };
 
 /// cuBLASLt's time for a product of `flops` at `peak` GFLOP/s (of the operands' precision):
@@ -365,7 +379,11 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
       gemmMicros = gemmFlops / (cpu.peak(e.threads) * kSmallGemmRate) * 1e-3;
     } else {
       e.threads = gemmFlops >= kGemmParallelFlops ? all : 1;
-      gemmMicros = GemmModel(cpu).micros(k.contraction.op, f.batch, f.m, f.n, f.k);
+      const GemmModel model(cpu);
+      gemmMicros = model.micros(k.contraction.op, f.batch, f.m, f.n, f.k);
+      // bf16 matmul operands stay bf16 on CPUs with a bf16 path (convolution windows widen to f32).
+      if (k.contraction.op == OpKind::MatMul && k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype == DType::bf16)
+        gemmMicros *= model.bf16Factor();
     }
     dispatches = e.threads > 1;
   } else if (k.op) {

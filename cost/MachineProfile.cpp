@@ -46,8 +46,9 @@ std::string bandwidthJson(const std::vector<BandwidthPoint>& points) {
 std::string gemmJson(const std::vector<GemmPoint>& points) {
   std::vector<std::string> s;
   for (const GemmPoint& p : points)
-    s.push_back(fmt::format("{{\"op\": {}, \"batch\": {}, \"m\": {}, \"n\": {}, \"k\": {}, \"micros\": {}}}",
-                            json::quote(p.op), p.batch, p.m, p.n, p.k, num(p.micros)));
+    s.push_back(fmt::format("{{\"op\": {}, \"batch\": {}, \"m\": {}, \"n\": {}, \"k\": {}, \"micros\": {}{}}}",
+                            json::quote(p.op), p.batch, p.m, p.n, p.k, num(p.micros),
+                            p.dtype == "f32" ? "" : ", \"dtype\": " + json::quote(p.dtype)));
   return fmt::format("[\n      {}\n    ]", fmt::join(s, ",\n      "));
 }
 
@@ -119,7 +120,7 @@ struct Reader {
     std::vector<GemmPoint> out;
     for (const json::Value& x : array(v, key))
       out.push_back({integer(x, "m"), integer(x, "n"), integer(x, "k"), number(x, "micros"), string(x, "op"),
-                     integer(x, "batch")});
+                     integer(x, "batch"), x.find("dtype") ? string(x, "dtype") : "f32"});
     return out;
   }
   GpuProfile gpu(const json::Value& v) const {
@@ -280,7 +281,8 @@ MachineProfile profileFromJson(std::string_view text, std::string_view what) {
   Reader r{what};
   MachineProfile p;
   p.format = static_cast<int>(r.integer(root, "format"));
-  KILN_CHECK(p.format == kProfileFormat, "{}: profile format {}, this kiln reads format {}", what, p.format,
+  KILN_CHECK(p.format >= kProfileFormatOldest && p.format <= kProfileFormat,
+             "{}: profile format {}, this kiln reads formats {} to {}", what, p.format, kProfileFormatOldest,
              kProfileFormat);
   p.measuredAt = r.string(root, "measured_at");
   p.measureSeconds = r.number(root, "measure_seconds");
@@ -398,12 +400,13 @@ std::string profileText(const MachineProfile& p) {
   ladder("triad", c.triad);
   ladder("copy", c.copy);
   ladder("read", c.read);
-  out += "  kiln gemm (f32, GFLOP/s and % of the all-thread peak):\n   ";
+  out += "  kiln gemm (f32 unless said, GFLOP/s and % of the all-thread f32 peak):\n   ";
   for (const GemmPoint& g : c.gemm) {
-    const std::string shape = g.m == g.n && g.n == g.k && g.op == "matmul" && g.batch == 1
-                                  ? fmt::format("{}³", g.m)
-                                  : fmt::format("{} {}{}x{}x{}", g.op, g.batch > 1 ? fmt::format("{}·", g.batch) : "",
-                                                g.m, g.n, g.k);
+    const std::string shape = (g.m == g.n && g.n == g.k && g.op == "matmul" && g.batch == 1
+                                   ? fmt::format("{}³", g.m)
+                                   : fmt::format("{} {}{}x{}x{}", g.op, g.batch > 1 ? fmt::format("{}·", g.batch) : "",
+                                                 g.m, g.n, g.k)) +
+                              (g.dtype == "f32" ? "" : " " + g.dtype);
     out += fmt::format(" {}: {:.1f} ({:.0f} %);", shape, g.gflops(), 100 * g.gflops() / c.peak(c.identity.threads));
   }
   out += "\n  elementwise ns per element beyond an add (1 thread):";

@@ -26,8 +26,11 @@
 
 namespace kiln::cost {
 
-/// The format of machine.json; a cache of another format is measured again.
-inline constexpr int kProfileFormat = 3;
+/// The format of machine.json; a cache of another format is measured again. Format 4 adds bf16
+/// GEMM probes (GemmPoint::dtype); files of format 3 (a GPU profile measured elsewhere, such as
+/// cost/profiles/h200.json) are still read, their GEMM points f32.
+inline constexpr int kProfileFormat = 4;
+inline constexpr int kProfileFormatOldest = 3;
 
 /// What makes a cached CPU profile valid for this process.
 struct CpuIdentity {
@@ -45,12 +48,14 @@ struct BandwidthPoint {
 };
 
 /// One measured contraction of kiln's CPU GEMM in its GEMM form (kernels/Gemm.h): the op, the
-/// batch and the product's M, N and K, and the kernel's own time; f32.
+/// batch and the product's M, N and K, and the kernel's own time; f32 operands unless `dtype` says
+/// bf16 (the amp pass's bf16 matmuls: vdpbf16ps k pairs or AMX tiles where the CPU has them).
 struct GemmPoint {
   int64_t m = 0, n = 0, k = 0;
   double micros = 0;
   std::string op = "matmul";  // matmul, conv2d, conv2d_grad_input, conv2d_grad_weight
   int64_t batch = 1;          // independent products of m×n×k
+  std::string dtype = "f32";  // of the operands: f32 or bf16 (profiles before bf16 probes: f32)
   double gflops() const { return micros > 0 ? 2.0 * batch * m * n * k / micros * 1e-3 : 0; }
 };
 

@@ -8,8 +8,8 @@
 //               kernels::Kernel counts them: each array read or written once)
 //   read        a sum over the same ladder (reads only), so reads and writes get their own rates
 //   gemm        kiln's own generated GEMM: cpu::Program on square f32 matmul graphs (16 … 1024), a
-//               shallow-K product and each convolution form, the kernel's time from the program's
-//               per-kernel profile, on the global pool
+//               shallow-K product, each convolution form and bf16 squares (256 … 1024), the
+//               kernel's time from the program's per-kernel profile, on the global pool
 //   ops         kiln's vectorized code for each costly elementwise op (exp, tanh, erf, div, …) and
 //               for row reductions of short and long rows, on one thread, in cache
 //   overheads   a one-element kernel's call, a pool job across every thread, Program::run
@@ -356,14 +356,15 @@ double kernelMicros(const std::string& text, double seconds, float low = -1, flo
   return best;
 }
 
-/// kiln's GEMM on C[m×n] = A[m×k]·B[k×n], `batch` of them (batched operands when above 1).
-GemmPoint measureMatmul(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+/// kiln's GEMM on C[m×n] = A[m×k]·B[k×n], `batch` of them (batched operands when above 1), of
+/// `dtype` operands and result (f32 accumulation).
+GemmPoint measureMatmul(int64_t m, int64_t n, int64_t k, int64_t batch = 1, const std::string& dtype = "f32") {
   const std::string b = batch > 1 ? fmt::format("{},", batch) : "";
   const std::string text = fmt::format(
-      "graph @gemm {{\n  input %a : f32[{3}{0},{2}]\n  input %b : f32[{3}{2},{1}]\n"
-      "  %0 = matmul(%a, %b) : f32[{3}{0},{1}]\n  output %c = %0\n}}\n",
-      m, n, k, b);
-  return {m, n, k, kernelMicros(text, 0.03), "matmul", batch};
+      "graph @gemm {{\n  input %a : {4}[{3}{0},{2}]\n  input %b : {4}[{3}{2},{1}]\n"
+      "  %0 = matmul(%a, %b) : {4}[{3}{0},{1}]\n  output %c = %0\n}}\n",
+      m, n, k, b, dtype);
+  return {m, n, k, kernelMicros(text, 0.03), "matmul", batch, dtype};
 }
 
 /// Each convolution form on x[8,32,14,14] and w[64,32,3,3] with padding 1 (a middle layer of a
@@ -507,11 +508,13 @@ CpuProfile measureCpu(const std::function<void(const std::string&)>& progress) {
   p.kernelCallMicros = o.kernelCall;
   p.dispatchMicros = o.dispatch;
   p.runMicros = o.run;
-  say("cpu: kiln gemm, 16³ to 1024³, a shallow K, a short M, a narrow N, a batch and the convolution forms");
+  say("cpu: kiln gemm, 16³ to 1024³, a shallow K, a short M, a narrow N, a batch, bf16 and the convolution forms");
   for (int64_t size : {16, 32, 64, 128, 256, 512, 1024}) p.gemm.push_back(measureMatmul(size, size, size));
   for (auto [m, n, k] : {std::array<int64_t, 3>{512, 512, 16}, {32, 512, 512}, {512, 32, 512}})
     p.gemm.push_back(measureMatmul(m, n, k));
   p.gemm.push_back(measureMatmul(32, 32, 32, 64));  // many small products (attention heads)
+  // bf16 products (the amp pass's): how much faster than f32 this CPU's bf16 path is.
+  for (int64_t size : {256, 512, 1024}) p.gemm.push_back(measureMatmul(size, size, size, 1, "bf16"));
   for (GemmPoint& g : measureConvolutions()) p.gemm.push_back(std::move(g));
   say("cpu: elementwise ops and row reductions");
   p.opNanos = measureOps();

@@ -41,7 +41,10 @@ CpuProfile fakeCpu() {
             mm(256, 256, 256, 204),   mm(512, 512, 512, 1570), mm(1024, 1024, 1024, 12974), mm(512, 512, 16, 90),
             mm(32, 512, 512, 151),    mm(512, 32, 512, 113),   mm(32, 32, 32, 52, 64),
             {64, 196, 288, 511, "conv2d", 8}, {32, 196, 576, 739, "conv2d_grad_input", 8},
-            {64, 288, 1568, 1537, "conv2d_grad_weight", 1}};
+            {64, 288, 1568, 1537, "conv2d_grad_weight", 1},
+            // bf16 squares at about twice f32's rate (vdpbf16ps k pairs)
+            {256, 256, 256, 110, "matmul", 1, "bf16"}, {512, 512, 512, 790, "matmul", 1, "bf16"},
+            {1024, 1024, 1024, 6500, "matmul", 1, "bf16"}};
   c.opNanos = {{"exp", 0.5}, {"tanh", 1.0}, {"erf", 1.4}, {"max_pool2d", 0.06}, {"max_pool2d_grad", 0.12}};
   c.reduceRowNanos = 0;
   c.reduceElementNanos = 0.16;
@@ -311,6 +314,13 @@ TEST(CostModel, LowPrecisionContractionsUseTheirPeak) {
   const GpuProfile gpu = fakeGpu();
   EXPECT_NEAR(predictGpu(ks32[0], gpu, 1).computeMicros / predictGpu(ks[0], gpu, 1).computeMicros,
               gpu.peakBf16 / gpu.peakF32, 0.5);
+  // The CPU: at the rate of the profile's bf16 probes against its f32 model (about 2× here); a
+  // profile without bf16 probes prices bf16 matmuls as f32 ones.
+  CpuProfile cpu = fakeCpu();
+  EXPECT_NEAR(predictCpu(ks32[0], cpu).computeMicros / predictCpu(ks[0], cpu).computeMicros, 2.0, 0.2);
+  EXPECT_THAT(cpuModelText(cpu), HasSubstr("bf16 matmuls 0.5"));
+  std::erase_if(cpu.gemm, [](const GemmPoint& g) { return g.dtype == "bf16"; });
+  EXPECT_NEAR(predictCpu(ks32[0], cpu).computeMicros / predictCpu(ks[0], cpu).computeMicros, 1.0, 0.01);
 }
 
 TEST(CostModel, ATinyModelOnAGpuIsLaunchAndTransferBound) {
