@@ -15,8 +15,10 @@
 // that stride). A's panels hold each row's kcPad k one row after the other (GemmKernels.cpp's
 // amxKContiguous and amxRowsContiguous), so a tile of A is 16 rows kcPad · 2 bytes apart. C's tile
 // in the item's scratch is loaded (after the first slice) and stored with its row stride; a panel
-// of at most 16 columns uses tmm0 and tmm2 only. Every call configures the tiles (ldtilecfg from a
-// constant) and releases them (tilerelease), so no tile state outlives it.
+// of at most 16 columns uses tmm0 and tmm2 only. The tiles are configured (ldtilecfg from a
+// constant) when a thread starts its share of a contraction's items, the driver's chunk, and
+// released (tilerelease) when it ends, so the micro-kernel calls pay neither and no tile state
+// outlives the contraction; nothing else in the chunk touches the tiles.
 //
 // VectorIsa::emulateAmx runs the same blocking and packing with the vector micro-kernel reading A's
 // tile rows (GemmKernels.cpp), which is how the tests check the layouts on CPUs without AMX; on a
@@ -54,13 +56,16 @@ llvm::Constant* tileConfig(llvm::Module& m) {
 
 }  // namespace
 
+void amxConfigure(GemmBuilder& g) { g.b.CreateIntrinsic(llvm::Intrinsic::x86_ldtilecfg, {}, {tileConfig(g.m)}); }
+
+void amxRelease(GemmBuilder& g) { g.b.CreateIntrinsic(llvm::Intrinsic::x86_tilerelease, {}, {}); }
+
 void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value *kcPad = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
   auto tile = [&](llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) { b.CreateIntrinsic(id, {}, args); };
   auto imm = [&](int t) { return b.getInt8(static_cast<uint8_t>(t)); };
   auto bytes = [&](llvm::Value* base, llvm::Value* offset) { return b.CreateInBoundsGEP(b.getInt8Ty(), base, offset); };
-  tile(llvm::Intrinsic::x86_ldtilecfg, {tileConfig(g.m)});
   // C tile (i, j) is tmm(2i + j): rows 16i…, columns 16j… of the micro-tile.
   llvm::Value* cStride = b.CreateMul(ldc, g.i64(4));
   auto cTile = [&](int i, int j) {
@@ -96,7 +101,6 @@ void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   });
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilestored64, {imm(2 * i + j), cTile(i, j), cStride});
-  tile(llvm::Intrinsic::x86_tilerelease, {});
   b.CreateRetVoid();
 }
 

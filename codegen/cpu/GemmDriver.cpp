@@ -526,8 +526,10 @@ void emitChunk(GemmBuilder& g, llvm::Function* f, llvm::Function* item) {
       b.CreateAdd(desc::load(b, d, desc::SlotsOffset), b.CreateMul(index, desc::load(b, d, desc::SlotBytes))));
   for (int64_t tag : {kSlotTagB, kSlotTagA})  // it holds no packed operand yet
     b.CreateAlignedStore(g.i64(-1), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), slot, tag), llvm::Align(8));
+  if (nativeAmx(g)) amxConfigure(g);  // the micro-kernel's tiles, for all of this thread's items
   claimItems(g, f, claimFlags(g, scratch, d, 0), desc::load(b, d, desc::Items), f->getArg(1), f->getArg(2),
              [&](llvm::Value* i) { b.CreateCall(item, {bufs, d, slot, i}); });
+  if (nativeAmx(g)) amxRelease(g);
   b.CreateRetVoid();
 }
 

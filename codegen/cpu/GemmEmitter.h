@@ -264,8 +264,11 @@ std::string microKernelTag(GemmBuilder& g);
 /// With `amxA`, operand A's panels in AMX tile rows instead (Blocking::amx).
 llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous, bool amxA = false);
 /// The body of the micro-kernel on AMX tiles (GemmAmx.cpp), the first `nv` (1 or 2) tiles of
-/// columns, with microKernel's arguments and results.
+/// columns, with microKernel's arguments and results; the tiles configured by amxConfigure.
 void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv);
+/// The tile configuration of the AMX micro-kernel (ldtilecfg), and its release (tilerelease).
+void amxConfigure(GemmBuilder& g);
+void amxRelease(GemmBuilder& g);
 /// Whether the AMX path's micro-kernel uses the tiles (else VectorIsa::emulateAmx: the vector
 /// micro-kernel reads A's tile rows).
 inline bool nativeAmx(const GemmBuilder& g) { return g.plan.amx && g.isa.amx && !g.isa.emulateAmx; }
