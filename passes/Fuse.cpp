@@ -21,8 +21,16 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
+/// A cast of f16 or bf16 to f32: its consumers read half the bytes when they widen the narrow
+/// value themselves (a bias gradient's sum of a bf16 ReLU gradient the next product needs anyway).
+bool isWidening(const Node& n) {
+  if (n.op != OpKind::Cast || n.result->type.dtype != DType::f32) return false;
+  const DType from = n.operands[0]->type.dtype;
+  return from == DType::bf16 || from == DType::f16;
+}
+
 bool isCheap(const Node& n) {
-  if (kernels::isViewOp(n.op) || n.op == OpKind::Iota) return true;
+  if (kernels::isViewOp(n.op) || n.op == OpKind::Iota || isWidening(n)) return true;
   if (n.op == OpKind::Constant) return n.attrFloats("value").size() == 1;
   return n.op == OpKind::Random && n.operands.empty();
 }
@@ -138,6 +146,13 @@ class Fuser {
 
   void run() {
     const auto& nodes = g_.nodes();
+    // A widening cast read by one reduction joins it first, before its producer's kernel can take
+    // it: that kernel would then write the f32 values for the reduction (which cannot join a
+    // contraction's epilogue) beside, or instead of, the narrow ones.
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (isWidening(*nodes[i]) && users_[i].size() == 1 && !escapes_.count(nodes[i]->result) &&
+          kind_[users_[i].front()] == KernelKind::Reduction)
+        tryMerge(find(static_cast<int>(i)), find(users_[i].front()));
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
       if (n.op == OpKind::Constant && !isCheap(n)) continue;  // constant data stays data

@@ -9,7 +9,9 @@
 
 #include "frontend/Zoo.h"
 #include "interp/Interpreter.h"
+#include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "kernels/Kernel.h"
 #include "ir/Verifier.h"
 #include "passes/Autodiff.h"
 #include "passes/Decompose.h"
@@ -57,7 +59,8 @@ ir::Graph withAmp(const ir::Graph& g, Precision p) {
   return out;
 }
 
-/// The policy, node by node: contractions entirely in `low`; casts f32 → low or low → f32; nothing
+/// The policy, node by node: contractions entirely in `low`; casts f32 → low or low → f32; selects
+/// between `low` values (exact: they were widened contraction results or exact constants); nothing
 /// else reads or writes `low`.
 void expectPolicy(const ir::Graph& g, DType low, const std::string& what) {
   int contractions = 0;
@@ -72,6 +75,10 @@ void expectPolicy(const ir::Graph& g, DType low, const std::string& what) {
     } else if (n->op == ir::OpKind::Cast && touchesLow) {
       DType from = n->operands[0]->type.dtype, to = n->result->type.dtype;
       EXPECT_TRUE((from == DType::f32 && to == low) || (from == low && to == DType::f32)) << at;
+    } else if (n->op == ir::OpKind::Select && touchesLow) {
+      EXPECT_EQ(n->result->type.dtype, low) << at;
+      EXPECT_EQ(n->operands[1]->type.dtype, low) << at;
+      EXPECT_EQ(n->operands[2]->type.dtype, low) << at;
     } else {
       EXPECT_FALSE(touchesLow) << at;
     }
@@ -326,6 +333,47 @@ TEST(Amp, CastsEachValueOnceAndKeepsNames) {
   for (const auto& n : g.nodes())
     if (n->op == ir::OpKind::MatMul && n->operands[0] == h->producer->operands[0]) second = n.get();
   EXPECT_NE(second, nullptr) << "the second matmul reads the first one's bf16 result\n" << ir::printGraph(g);
+}
+
+// A select between values exact in the low type (a ReLU gradient: a widened product or 0) is made
+// in the low type and widened after, so the next product reads it without a cast and a sum over it
+// (the bias gradient) reads the narrow values: no kernel writes the f32 copy. 0.1 is not exact in
+// bf16: that select stays f32.
+TEST(Amp, SelectsBetweenExactValuesStayNarrow) {
+  const ir::Graph g = ir::parseGraph(R"(graph @relu_grad {
+  input %x : f32[4,8]
+  input %w : f32[8,8]
+  input %m : bool[4,8]
+  %y = matmul(%x, %w) : f32[4,8]
+  %zero = constant() {shape=[], dtype=f32, value=[0]} : f32[]
+  %tenth = constant() {shape=[], dtype=f32, value=[0.1]} : f32[]
+  %s = select(%m, %y, %zero) : f32[4,8]
+  %u = select(%m, %y, %tenth) : f32[4,8]
+  %r = reduce_sum(%s) {axes=[0]} : f32[8]
+  %t = matmul(%s, %w) : f32[4,8]
+  output %r = %r
+  output %t = %t
+  output %u = %u
+}
+)",
+                                     "relu_grad.kir");
+  ir::Graph low = withAmp(g, Precision::BF16);
+  ASSERT_TRUE(ir::verifyGraph(low).empty()) << ir::printGraph(low);
+  expectPolicy(low, DType::bf16, "relu_grad");
+  const ir::Value* s = low.findValue("s");
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->producer->op, ir::OpKind::Cast) << ir::printGraph(low);
+  EXPECT_EQ(s->producer->operands[0]->producer->op, ir::OpKind::Select);
+  EXPECT_EQ(s->producer->operands[0]->type.dtype, DType::bf16);
+  EXPECT_EQ(low.findValue("u")->producer->op, ir::OpKind::Select) << "0.1 is not exact in bf16";
+  EXPECT_EQ(low.findValue("u")->type.dtype, DType::f32);
+  // After fusion no kernel writes an f32 tensor of the select's shape.
+  for (const kernels::Kernel& k : kernels::lowerGraph(passes::compiledCopy(g, Precision::BF16)))
+    for (int32_t o : k.outputs) {
+      const kernels::Buffer& b = k.buffers[static_cast<size_t>(o)];
+      EXPECT_FALSE(b.type == (ir::TensorType{DType::f32, {4, 8}}) && b.name != "t" && b.name != "u")
+          << k.name << " writes %" << b.name;
+    }
 }
 
 TEST(Amp, ReusesACastAlreadyInTheGraph) {
