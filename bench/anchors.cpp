@@ -18,10 +18,10 @@
 // output where this oneDNN has a bf16 kernel for the CPU, as the workload gemm/…/tT/bf16 beside
 // kiln's bf16 GEMM) and OpenBLAS's cblas_sgemm. Threads are OpenMP's, shared by both libraries
 // (Debian's libopenblas0-openmp).
+#include "support/Bf16Peak.h"
+
 #include <cblas.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
@@ -119,80 +119,19 @@ __attribute__((target("avx2,fma"))) float fmaLoopAvx2(int64_t iters) {
   return lanes[0] + lanes[7];
 }
 
-using Avx512Accumulators = __m512[kAvx512Accumulators];
-
-__attribute__((target("avx512f"))) void start(Avx512Accumulators& acc) {
-  for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
-}
-
-/// A value that depends on every accumulator.
-__attribute__((target("avx512f"))) float fold(const Avx512Accumulators& acc) {
-  __m512 sum = acc[0];
-  for (int j = 1; j < kAvx512Accumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, sum);
-  return lanes[0] + lanes[15];
-}
-
 __attribute__((target("avx512f"))) float fmaLoopAvx512(int64_t iters) {
-  Avx512Accumulators acc;
-  start(acc);
+  __m512 acc[kAvx512Accumulators];
+  for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
   for (int64_t i = 0; i < iters; ++i) {
 #pragma GCC unroll 32
     for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   }
-  return fold(acc);
-}
-
-/// iters × kAvx512Accumulators vdpbf16ps of 16 lanes, two multiply-adds per lane each.
-__attribute__((target("avx512f,avx512bf16"))) float bf16DotLoop(int64_t iters) {
-  Avx512Accumulators acc;
-  start(acc);
-  const __m512bh one = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // bf16 pairs of 1.0
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 32
-    for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], one, one);
-  }
-  return fold(acc);
-}
-
-/// iters × 4 tdpbf16ps (C 16 × 16 f32 += A 16 × 32 bf16 · B 16 × 16 pairs) on four accumulator
-/// tiles, as kiln's AMX micro-kernel uses them (codegen/cpu/GemmAmx.cpp).
-__attribute__((target("amx-tile,amx-bf16"))) float amxLoop(int64_t iters) {
-  struct alignas(64) Config {
-    uint8_t palette = 1, startRow = 0, reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } config;
-  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
-  alignas(64) static thread_local uint16_t ones[16 * 32];
-  alignas(64) static thread_local float out[16 * 16];
-  std::fill(std::begin(ones), std::end(ones), uint16_t{0x3f80});
-  _tile_loadconfig(&config);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, ones, 64);
-  _tile_loadd(5, ones, 64);
-  _tile_loadd(6, ones, 64);
-  _tile_loadd(7, ones, 64);
-  for (int64_t i = 0; i < iters; ++i) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_stored(0, out, 64);
-  _tile_release();
-  return out[0];
-}
-
-/// Whether this process may use AMX tiles: the CPU has them and Linux grants the tile data.
-bool amxUsable() {
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return __builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  __m512 sum = acc[0];
+  for (int j = 1; j < kAvx512Accumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  return lanes[0] + lanes[15];
 }
 
 /// The best sample of `loop` (returning a value that depends on all its work) on each thread
@@ -220,11 +159,11 @@ void benchLoop(const Options& opt, const std::string& name, const char* impl, co
 void benchBf16Peaks(const Options& opt) {
   const int64_t iters = 20'000'000;
   if (__builtin_cpu_supports("avx512bf16"))
-    benchLoop(opt, "bf16dot", "vdpbf16ps", [&] { return bf16DotLoop(iters); },
-              4.0 * iters * kAvx512Accumulators * 16, std::to_string(kAvx512Accumulators) + " accumulators, best sample");
-  if (amxUsable()) {
+    benchLoop(opt, "bf16dot", "vdpbf16ps", [&] { return kiln::bf16DotRounds(iters); },
+              kiln::kBf16DotFlopsPerRound * iters, "24 accumulators, best sample");
+  if (kiln::amxTileDataPermitted()) {
     const int64_t tileIters = iters / 8;  // a tdpbf16ps is 256 times a vdpbf16ps's work
-    benchLoop(opt, "amx", "tdpbf16ps", [&] { return amxLoop(tileIters); }, 4.0 * tileIters * 2 * 16 * 16 * 32,
+    benchLoop(opt, "amx", "tdpbf16ps", [&] { return kiln::amxRounds(tileIters); }, kiln::kAmxFlopsPerRound * tileIters,
               "4 accumulator tiles, best sample");
   }
 }

@@ -192,6 +192,8 @@ double onLadder(const std::vector<BandwidthPoint>& ladder, int64_t bytes, int t)
 
 double CpuProfile::peak(int t) const { return atThreads(peakGflops, t); }
 
+double CpuProfile::peakBf16(int t) const { return peakBf16Gflops.empty() ? 0 : atThreads(peakBf16Gflops, t); }
+
 double CpuProfile::bandwidth(int64_t bytes, int t) const { return onLadder(triad, bytes, t); }
 
 double CpuProfile::memoryBandwidth(int t) const {
@@ -225,6 +227,7 @@ CpuProfile bestOf(const CpuProfile& a, const CpuProfile& b) {
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) x[i] = std::max(x[i], y[i]);
   };
   higher(c.peakGflops, b.peakGflops);
+  higher(c.peakBf16Gflops, b.peakBf16Gflops);
   for (auto [mine, theirs] : {std::pair{&c.triad, &b.triad}, std::pair{&c.copy, &b.copy}, std::pair{&c.read, &b.read}})
     for (size_t i = 0; i < mine->size(); ++i) higher((*mine)[i].gbps, (*theirs)[i].gbps);
   for (size_t i = 0; i < c.gemm.size(); ++i) c.gemm[i].micros = std::min(c.gemm[i].micros, b.gemm[i].micros);
@@ -260,6 +263,7 @@ std::string profileToJson(const MachineProfile& p) {
                      json::quote(c.identity.model), c.identity.threads, json::quote(c.identity.isa),
                      json::quote(c.identity.kilnVersion));
   out += fmt::format("    \"f32_lanes\": {},\n    \"peak_gflops\": {},\n", c.f32Lanes, numbers(c.peakGflops));
+  if (!c.peakBf16Gflops.empty()) out += fmt::format("    \"peak_bf16_gflops\": {},\n", numbers(c.peakBf16Gflops));
   out += fmt::format("    \"triad\": {},\n    \"copy\": {},\n    \"read\": {},\n", bandwidthJson(c.triad),
                      bandwidthJson(c.copy), bandwidthJson(c.read));
   out += fmt::format("    \"gemm\": {},\n", gemmJson(c.gemm));
@@ -291,6 +295,7 @@ MachineProfile profileFromJson(std::string_view text, std::string_view what) {
                     r.string(c, "kiln_version")};
   p.cpu.f32Lanes = static_cast<int>(r.integer(c, "f32_lanes"));
   p.cpu.peakGflops = r.numbers(c, "peak_gflops");
+  if (c.find("peak_bf16_gflops")) p.cpu.peakBf16Gflops = r.numbers(c, "peak_bf16_gflops");
   p.cpu.triad = r.bandwidth(c, "triad");
   p.cpu.copy = r.bandwidth(c, "copy");
   p.cpu.read = r.bandwidth(c, "read");
@@ -388,6 +393,12 @@ std::string profileText(const MachineProfile& p) {
   std::vector<std::string> peaks;
   for (size_t t = 0; t < c.peakGflops.size(); ++t) peaks.push_back(fmt::format("{}t {:.1f}", t + 1, c.peakGflops[t]));
   out += fmt::format("  fma peak GFLOP/s: {}\n", fmt::join(peaks, ", "));
+  if (!c.peakBf16Gflops.empty()) {
+    std::vector<std::string> bf16;
+    for (size_t t = 0; t < c.peakBf16Gflops.size(); ++t)
+      bf16.push_back(fmt::format("{}t {:.1f}", t + 1, c.peakBf16Gflops[t]));
+    out += fmt::format("  bf16 peak GFLOP/s: {}\n", fmt::join(bf16, ", "));
+  }
   auto ladder = [&](const char* name, const std::vector<BandwidthPoint>& pts) {
     out += fmt::format("  {} GB/s by working set:", name);
     for (const BandwidthPoint& b : pts) {

@@ -2,7 +2,8 @@
 // as JSON, so the cost model (CostModel.h) can predict kernel times without running them.
 //
 //   CPU   FMA peak per thread count (a register-resident loop of independent fused multiply-adds
-//         at the vector width kiln's code generator uses: AVX-512, AVX2 or scalar), triad and copy
+//         at the vector width kiln's code generator uses: AVX-512, AVX2 or scalar), the bf16
+//         dot-product peak where the CPU has one (AMX tiles or vdpbf16ps), triad and copy
 //         bandwidth per working-set size (caches, then DRAM) and thread count, kiln's own GEMM
 //         (cpu::Program on matmul graphs) by size, the cost of one kernel call, of one thread-pool
 //         dispatch and of Program::run around the kernels
@@ -63,6 +64,9 @@ struct CpuProfile {
   CpuIdentity identity;
   int f32Lanes = 1;                 // f32 elements per vector
   std::vector<double> peakGflops;   // [t - 1]: f32 FMA peak with t threads (GFLOP/s)
+  /// [t - 1]: bf16 dot-product peak with t threads (AMX tiles where kiln's bf16 products use them,
+  /// else vdpbf16ps); empty on CPUs without either, and in profiles before format 4.
+  std::vector<double> peakBf16Gflops;
   std::vector<BandwidthPoint> triad;  // a[i] = b[i] + s·c[i], ascending bytes; 12 bytes per element
   std::vector<BandwidthPoint> copy;   // a[i] = b[i]; 8 bytes per element
   std::vector<BandwidthPoint> read;   // s += a[i]; 4 bytes per element
@@ -82,6 +86,8 @@ struct CpuProfile {
   /// Peak and bandwidth with t threads (clamped to the measured range); bandwidth for a working set
   /// of `bytes`, interpolated in log(bytes) between the ladder's points.
   double peak(int t) const;
+  /// The bf16 peak with t threads (clamped like peak); 0 when not measured.
+  double peakBf16(int t) const;
   double bandwidth(int64_t bytes, int t) const;
   /// The copy bandwidth of the ladder's largest working set (memory, past every cache) with t threads.
   double memoryBandwidth(int t) const;

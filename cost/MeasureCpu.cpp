@@ -20,6 +20,7 @@
 #include "passes/Pipeline.h"
 #include "runtime/HostTensor.h"
 #include "runtime/ThreadPool.h"
+#include "support/Bf16Peak.h"
 
 #include <fmt/format.h>
 #include <immintrin.h>
@@ -499,6 +500,17 @@ CpuProfile measureCpu(const std::function<void(const std::string&)>& progress) {
     p.peakGflops[static_cast<size_t>(t - 1)] = peakWithThreads(loop, t);
   }
   interpolateGaps(p.peakGflops, counts);
+  // bf16: on the tiles where kiln's bf16 products use them, else vdpbf16ps.
+  const bool tiles = amxTileDataPermitted() && __builtin_cpu_supports("avx512f");
+  if (tiles || (loop.lanes == 16 && __builtin_cpu_supports("avx512bf16"))) {
+    const PeakLoop bf16 = tiles ? PeakLoop{amxRounds, kAmxFlopsPerRound, 16} : PeakLoop{bf16DotRounds, kBf16DotFlopsPerRound, 16};
+    p.peakBf16Gflops.assign(static_cast<size_t>(n), 0);
+    for (int t : counts) {
+      say(fmt::format("cpu: bf16 peak ({}), {} thread{}", tiles ? "AMX" : "vdpbf16ps", t, t > 1 ? "s" : ""));
+      p.peakBf16Gflops[static_cast<size_t>(t - 1)] = peakWithThreads(bf16, t);
+    }
+    interpolateGaps(p.peakBf16Gflops, counts);
+  }
   BandwidthLadders bw = measureBandwidth(loop.lanes, n, say);
   p.triad = std::move(bw.triad);
   p.copy = std::move(bw.copy);

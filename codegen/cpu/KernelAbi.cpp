@@ -1,28 +1,15 @@
 #include "codegen/cpu/KernelAbi.h"
 
 #include "codegen/cpu/Jit.h"
+#include "support/Bf16Peak.h"
 
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Module.h>
 
-#if defined(__linux__) && defined(__x86_64__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 namespace kiln::cpu {
 
-bool amxPermitted() {
-#if defined(__linux__) && defined(__x86_64__)
-  static const bool permitted = [] {
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the XSAVE feature number
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return permitted;
-#else
-  return false;
-#endif
-}
+bool amxPermitted() { return amxTileDataPermitted(); }
 
 VectorIsa isaOf(const Jit& jit) {
   VectorIsa isa;

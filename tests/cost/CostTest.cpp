@@ -31,6 +31,7 @@ CpuProfile fakeCpu() {
   c.identity = {"Test CPU 9000", 2, "avx2", "0.1"};
   c.f32Lanes = 8;
   c.peakGflops = {100, 200};
+  c.peakBf16Gflops = {200, 400};
   c.triad = {{1 << 20, {50, 90}}, {int64_t{1} << 30, {15, 20}}};
   c.copy = {{1 << 20, {70, 110}}, {int64_t{1} << 30, {15, 20}}};
   c.read = {{1 << 20, {75, 130}}, {int64_t{1} << 30, {15, 22}}};
@@ -107,6 +108,10 @@ TEST(MachineProfile, JsonRoundTrip) {
   EXPECT_EQ(profileToJson(q), text);
   EXPECT_EQ(q.cpu.identity, p.cpu.identity);
   EXPECT_DOUBLE_EQ(q.cpu.peak(2), 200);
+  EXPECT_DOUBLE_EQ(q.cpu.peakBf16(2), 400);
+  MachineProfile old = fakeMachine(false);  // a profile without the bf16 peak (format 3, or no bf16 unit)
+  old.cpu.peakBf16Gflops.clear();
+  EXPECT_EQ(profileFromJson(profileToJson(old), "t").cpu.peakBf16(2), 0);
   ASSERT_EQ(q.gpus.size(), 1u);
   EXPECT_EQ(q.gpus[0].name, "Fake H100");
   EXPECT_DOUBLE_EQ(q.gpus[0].graphNodeMicros, 1.5);

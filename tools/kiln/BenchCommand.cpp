@@ -109,7 +109,11 @@ std::pair<double, int> timeSteps(engine::Executor& exec, const interp::TensorMap
 
 double peakFor(const std::string& target, const cost::MachineProfile& mp, const cost::GpuProfile* gpu,
                const std::string& precision) {
-  if (target == "cpu") return mp.cpu.peakGflops.empty() ? 0 : mp.cpu.peak(rt::ThreadPool::global().threads());
+  if (target == "cpu") {
+    const int t = rt::ThreadPool::global().threads();
+    if (precision == "bf16" && mp.cpu.peakBf16(t) > 0) return mp.cpu.peakBf16(t);
+    return mp.cpu.peakGflops.empty() ? 0 : mp.cpu.peak(t);
+  }
   if (!gpu) return 0;
   return precision == "bf16" ? gpu->peakBf16 : precision == "f16" ? gpu->peakF16 : gpu->peakF32;
 }

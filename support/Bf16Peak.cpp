@@ -1,0 +1,76 @@
+#include "support/Bf16Peak.h"
+
+#include <algorithm>
+#include <iterator>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace kiln {
+
+bool amxTileDataPermitted() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool permitted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the XSAVE feature number
+    return __builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+#else
+  return false;
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bf16"))) float bf16DotRounds(int64_t rounds) {
+  constexpr int kChains = 24;
+  __m512 acc[kChains];
+  for (int j = 0; j < kChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512bh one = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // bf16 pairs of 1.0
+  for (int64_t i = 0; i < rounds; ++i) {
+#pragma GCC unroll 32
+    for (int j = 0; j < kChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], one, one);
+  }
+  for (int j = 1; j < kChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  return _mm512_cvtss_f32(acc[0]);
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) float amxRounds(int64_t rounds) {
+  struct alignas(64) Config {
+    uint8_t palette = 1, startRow = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  } config;
+  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  alignas(64) static thread_local uint16_t ones[16 * 32];
+  alignas(64) static thread_local float out[16 * 16];
+  std::fill(std::begin(ones), std::end(ones), uint16_t{0x3f80});
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  for (int64_t i = 0; i < rounds; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+#else
+float bf16DotRounds(int64_t) { return 0; }
+float amxRounds(int64_t) { return 0; }
+#endif
+
+}  // namespace kiln
