@@ -240,14 +240,15 @@ int tileRows(int64_t m, int mr, AccType acc) {
 bool pairsAvailable(DType dtype, const VectorIsa& isa) {
   return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
 }
+
+/// bf16 k pairs for both operands, unless the product takes the small path.
+bool stridedPairs(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa) {
+  return pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
+}
 }  // namespace
 
 bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa) {
-  return pairsAvailable(dtype, isa) && plan.path != Path::Small && sharedStrides(f, true) && sharedStrides(f, false);
-}
-
-bool amxAvailable(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa) {
-  return isa.amxTiles() && pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
+  return plan.path != Path::Small && stridedPairs(f, dtype, isa);
 }
 
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
@@ -257,12 +258,12 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   p.lanes = isa.f32Lanes * 4 / bytes;
   const std::array<int, 2> tile = registerTile(isa, acc);
   p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
-  if (amxAvailable(f, dtype, isa)) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
+  const bool pairs = stridedPairs(f, dtype, isa);
+  if (pairs && isa.amxTiles()) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
   // bf16 k pairs: a slice of twice the k in the f32 slice's bytes (the micro-kernel's tile, loaded
   // and stored once a slice, then serves twice the work). simplenet's bf16 products on 2 threads
   // (`kiln_gemm_tune --bf16 --kc 192|384`, three rounds): 10000×512·1000 719–734 → 730–742 GFLOP/s,
   // 10000×256·512 646–668 → 695–711 (one slice instead of three).
-  const bool pairs = pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
   const int64_t kcOwn = (isa.avx512 ? 192 : 256) * (pairs ? 2 : 1);
   const int64_t kcMost = roundUp(isa.gemmKc > 0 ? isa.gemmKc : kcOwn, p.kUnit);
   const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;

@@ -76,10 +76,6 @@ std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc);
 /// packed and SplitK paths, both operands strided (convolution windows are converted to f32).
 bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa);
 
-/// Whether the k-pair path of contraction `f` of `dtype` operands runs on AMX tiles: bf16 pairs
-/// (usesBf16Pairs) on an ISA with tiles (VectorIsa::amxTiles).
-bool amxAvailable(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa);
-
 /// Accumulator elements from one packed panel of `width` rows and kcPad k to the next: the
 /// panel and a vector of `lanes` of slack, which the strided packing's whole-vector stores may
 /// spill into (GemmKernels.cpp).

@@ -6,10 +6,7 @@
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Module.h>
 
-
 namespace kiln::cpu {
-
-bool amxPermitted() { return amxTileDataPermitted(); }
 
 VectorIsa isaOf(const Jit& jit) {
   VectorIsa isa;
@@ -20,7 +17,7 @@ VectorIsa isaOf(const Jit& jit) {
   isa.avx512bf16 = jit.hasFeature("avx512bf16");
   // The host's tiles need the kernel's permission (asked once per process); code compiled for
   // another CPU is never run here.
-  isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16") && (!jit.targetsHost() || amxPermitted());
+  isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16") && (!jit.targetsHost() || amxTileDataPermitted());
   isa.emulateBf16Dot = jit.emulatesBf16Dot();
   isa.emulateAmx = jit.emulatesAmx();
   return isa;

@@ -66,11 +66,6 @@ struct VectorIsa {
 
 VectorIsa isaOf(const Jit& jit);
 
-/// Whether this process may use AMX tile data: Linux grants it on request (arch_prctl
-/// ARCH_REQ_XCOMP_PERM for XTILEDATA), asked once per process; false elsewhere and where the
-/// kernel refuses (tile instructions would then fault).
-bool amxPermitted();
-
 /// `void (void**, void*)`, the type of every kernel function.
 llvm::FunctionType* kernelFunctionType(llvm::LLVMContext& ctx);
 
