@@ -256,15 +256,19 @@ void benchMatmul(const Gemm& g, int threads, dnnl::memory::data_type dt, const c
 }
 
 void benchGemm(const Gemm& g, const Options& opt) {
-  if (std::none_of(opt.threads.begin(), opt.threads.end(),
-                   [&](int t) { return std::regex_search(g.name(t), opt.filter); }))
+  // The f32 workload is gemm/…/tT, the bf16 one gemm/…/tT/bf16: the filter picks either.
+  auto f32Wanted = [&](int t) { return std::regex_search(g.name(t), opt.filter); };
+  auto bf16Wanted = [&](int t) { return std::regex_search(g.name(t) + "/bf16", opt.filter); };
+  if (std::none_of(opt.threads.begin(), opt.threads.end(), [&](int t) { return f32Wanted(t) || bf16Wanted(t); }))
     return;
   std::vector<float> a = randomMatrix(g.m * g.k, 1), b = randomMatrix(g.k * g.n, 2), c(g.m * g.n);
   std::vector<uint16_t> a16 = toBf16(a), b16 = toBf16(b);
   for (int threads : opt.threads) {
     std::string workload = g.name(threads);
-    if (!std::regex_search(workload, opt.filter)) continue;
     setThreads(threads);
+    if (bf16Wanted(threads))
+      benchMatmul(g, threads, dnnl::memory::data_type::bf16, "onednn-matmul", a16.data(), b16.data(), c.data(), opt);
+    if (!f32Wanted(threads)) continue;
     Timing t = timeCalls(
         [&] {
           dnnl_sgemm(g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', g.m, g.n, g.k, 1.f, a.data(), g.lda(), b.data(),
@@ -273,7 +277,6 @@ void benchGemm(const Gemm& g, const Options& opt) {
         opt.budget);
     emit(workload, "onednn-sgemm", t, g.flops(), threads, "dnnl_sgemm");
     benchMatmul(g, threads, dnnl::memory::data_type::f32, "onednn-matmul", a.data(), b.data(), c.data(), opt);
-    benchMatmul(g, threads, dnnl::memory::data_type::bf16, "onednn-matmul", a16.data(), b16.data(), c.data(), opt);
     t = timeCalls(
         [&] {
           cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, g.m,
