@@ -1,5 +1,8 @@
 #include "kernels/Simplify.h"
 
+#include <algorithm>
+#include <functional>
+
 namespace kiln::kernels {
 namespace {
 
@@ -26,6 +29,19 @@ LoopNest simplifyNest(const LoopNest& in, std::vector<int>& group) {
     eraseDim(n, group, e);
   }
   return n;
+}
+
+bool fullStoresReadReductions(const LoopNest& nest) {
+  std::vector<int8_t> reads(nest.exprs.size(), -1);  // memo: -1 unknown
+  std::function<bool(int32_t)> readsReduced = [&](int32_t e) {
+    if (reads[e] < 0) {
+      const Expr& x = nest.exprs[e];
+      reads[e] = x.kind == Expr::Kind::Reduced || std::any_of(x.args.begin(), x.args.end(), readsReduced);
+    }
+    return reads[e] == 1;
+  };
+  return std::any_of(nest.stores.begin(), nest.stores.end(),
+                     [&](const Store& st) { return !st.outer && readsReduced(st.expr); });
 }
 
 }  // namespace kiln::kernels

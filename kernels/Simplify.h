@@ -29,4 +29,8 @@ void forEachAffine(LoopNest& n, F&& f) {
 /// nest of a single point keeps no dimension at all.
 LoopNest simplifyNest(const LoopNest& in, std::vector<int>& group);
 
+/// Whether a full (not outer) store of `nest` reads a reduction's result, so that it must wait for
+/// the reductions of its outer point.
+bool fullStoresReadReductions(const LoopNest& nest);
+
 }  // namespace kiln::kernels

@@ -1,5 +1,7 @@
 #include "passes/Fuse.h"
 
+#include "passes/ThinMatMul.h"
+
 #include "ir/Lexer.h"
 #include "kernels/Kernel.h"
 
@@ -21,12 +23,14 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
-/// A cast of f16 or bf16 to f32: its consumers read half the bytes when they widen the narrow
-/// value themselves (a bias gradient's sum of a bf16 ReLU gradient the next product needs anyway).
+/// A cast of f16 or bf16 to f32, or of any of them to f64: its consumers read half the bytes (or
+/// less) when they widen the narrow value themselves (a bias gradient's sum of a bf16 ReLU
+/// gradient the next product needs anyway; the f64 columns of a thin matmul's outer products).
 bool isWidening(const Node& n) {
-  if (n.op != OpKind::Cast || n.result->type.dtype != DType::f32) return false;
-  const DType from = n.operands[0]->type.dtype;
-  return from == DType::bf16 || from == DType::f16;
+  if (n.op != OpKind::Cast) return false;
+  const DType from = n.operands[0]->type.dtype, to = n.result->type.dtype;
+  const bool narrow = from == DType::bf16 || from == DType::f16;
+  return (to == DType::f32 && narrow) || (to == DType::f64 && (narrow || from == DType::f32));
 }
 
 bool isCheap(const Node& n) {
@@ -427,6 +431,7 @@ void fuse(ir::Graph& g, const PassContext&) {
     KILN_CHECK(!(n->info().flags & ir::kComposite), "{}fuse: '{}' is a composite op; run decompose first",
                n->loc.known() ? n->loc.str() + ": " : "", n->info().name);
   g.clearSchedule();
+  expandThinMatMuls(g);
   cloneCheapNodes(g);
   Fuser(g).run();
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "codegen/cpu/KernelAbi.h"
+#include "support/DType.h"
 
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,8 @@ namespace kiln::cpu {
 /// f64 for f64, i64 for integer operands.
 enum class AccType : uint8_t { F32, F64, I64 };
 AccType accTypeOf(const kernels::Kernel& k);
+/// The accumulator type as a kiln dtype.
+inline DType dtypeOf(AccType t) { return t == AccType::F64 ? DType::f64 : t == AccType::I64 ? DType::i64 : DType::f32; }
 
 /// Bytes of scratch the contraction needs (bufs[k.buffers.size()], 64-byte aligned), for
 /// packed panels and result tiles of every thread of a pool of `threads`: the kernel must run on

@@ -27,16 +27,6 @@ using kernels::Kernel;
 using kernels::LoopNest;
 using ir::OpKind;
 
-/// The accumulator dtype of a contraction tile (Gemm.h AccType) as a kiln dtype.
-DType accDType(AccType t) {
-  switch (t) {
-    case AccType::F32: return DType::f32;
-    case AccType::F64: return DType::f64;
-    case AccType::I64: return DType::i64;
-  }
-  return DType::f32;
-}
-
 /// Points of work below which a nest runs on the calling thread: waking the pool costs about a
 /// microsecond, a few thousand vectorized expression evaluations.
 constexpr int64_t kParallelWork = 1 << 16;
@@ -418,10 +408,14 @@ class KernelRenderer {
   /// vectors of n lanes starting at `xs`, all at once: one accumulator per vector and reduction,
   /// the reduced dimensions looped over once for all of them, so a row's vectors are read
   /// together. reduced[v] gets vector v's results.
+  /// With `storeInside`, the first reduction's pass also makes the full stores (none reads a
+  /// reduction's result), so the rows are read once.
   void reduceVectors(std::vector<llvm::Value*>& coords, const std::vector<llvm::Value*>& xs, int n,
-                     const std::vector<size_t>& reducedDims, std::vector<std::vector<llvm::Value*>>& reduced) {
+                     const std::vector<size_t>& reducedDims, std::vector<std::vector<llvm::Value*>>& reduced,
+                     bool storeInside = false) {
     reduced.assign(xs.size(), {});
     for (const kernels::Reduction& r : nest_->reductions) {
+      const bool storeHere = storeInside && &r == &nest_->reductions.front();
       llvm::Value* init = identity(r, n);
       std::vector<llvm::AllocaInst*> accs;
       for (size_t v = 0; v < xs.size(); ++v) {
@@ -436,6 +430,7 @@ class KernelRenderer {
           p.reduced = &reduced[v];
           llvm::Value* x = splat(b_, eval(r.body, p), n);
           b_.CreateStore(combine(r, b_.CreateLoad(accs[v]->getAllocatedType(), accs[v]), x), accs[v]);
+          if (storeHere) stores(p, false);
         }
       });
       for (size_t v = 0; v < xs.size(); ++v)
@@ -486,10 +481,15 @@ class KernelRenderer {
     // Without a reduced lane dimension the lane dimension is cut into blocks that are items too,
     // so a one-dimensional loop still splits across threads.
     int64_t laneBlock = laneSize, blocks = 1;
+    // Sums over rows (a bias gradient's column sums) keep blocks of kReduceChains vectors, whose
+    // row pieces are read together, and make the full stores in the same pass when they can.
+    const bool columnSums = !laneReduced && !reducedDims.empty() && !nest.reductions.empty();
     if (!laneReduced && outerItems < 8 && laneSize > 4 * lanes_) {
       laneBlock = (laneSize / 8 + lanes_ - 1) / lanes_ * lanes_;
+      if (columnSums) laneBlock = std::min(std::max<int64_t>(laneBlock, kReduceChains * lanes_), laneSize);
       blocks = (laneSize + laneBlock - 1) / laneBlock;
     }
+    const bool storeInside = columnSums && hasInnerStores && !kernels::fullStoresReadReductions(nest);
     const int64_t items = laneReduced ? outerItems : outerItems * blocks;
     int64_t work = ir::numElements(nest.domain) * static_cast<int64_t>(std::max<size_t>(nest.exprs.size(), 1));
     int64_t perItem = std::max<int64_t>(work / std::max<int64_t>(items, 1), 1);
@@ -548,7 +548,7 @@ class KernelRenderer {
           stores(p, false);
           return;
         }
-        if (!hasInnerStores) return;  // no empty loops: LLVM may not delete them
+        if (!hasInnerStores || storeInside) return;  // no empty loops: LLVM may not delete them
         loopDims(reducedDims, 0, c, [&] {
           Point p = point(c, n);
           p.reduced = &reduced;
@@ -563,7 +563,7 @@ class KernelRenderer {
           std::vector<llvm::Value*> c = coords, xs;
           for (int v = 0; v < kReduceChains; ++v) xs.push_back(b_.CreateAdd(x, i64(v * lanes_)));
           std::vector<std::vector<llvm::Value*>> reduced;
-          reduceVectors(c, xs, lanes_, reducedDims, reduced);
+          reduceVectors(c, xs, lanes_, reducedDims, reduced, storeInside);
           for (size_t v = 0; v < xs.size(); ++v) {
             c[lane_] = xs[v];
             storeVector(c, lanes_, reduced[v]);
@@ -573,7 +573,7 @@ class KernelRenderer {
         std::vector<llvm::Value*> c = coords;
         c[lane_] = x;
         std::vector<std::vector<llvm::Value*>> reduced(1);
-        if (!nest.reductions.empty()) reduceVectors(c, {x}, n, reducedDims, reduced);
+        if (!nest.reductions.empty()) reduceVectors(c, {x}, n, reducedDims, reduced, storeInside);
         storeVector(c, n, reduced[0]);
       });
     });
@@ -613,7 +613,7 @@ class KernelRenderer {
     lane_ = nest.domain.empty() ? 0 : nest.domain.size() - 1;
     std::array<std::vector<size_t>, 3> dims;
     for (size_t d = 0; d < nest.domain.size(); ++d) dims[static_cast<size_t>(group[d])].push_back(d);
-    const DType acc = accDType(accTypeOf(k_));
+    const DType acc = dtypeOf(accTypeOf(k_));
     llvm::Type* accType = computeType(b_, acc);
 
     llvm::Type* i64t = b_.getInt64Ty();
