@@ -53,7 +53,7 @@ const std::vector<Pass>& registeredPasses() {
                    "'grad.<param>'",
        [](ir::Graph& g, const PassContext& ctx) { autodiff(g, ctx); }},
       {"fuse", "partitions the graph into kernels: contractions with epilogues, elementwise loops, reductions with "
-               "prologue and epilogue, one multi-tensor optimizer update",
+               "prologue and epilogue, one multi-tensor optimizer update (f32 matmuls of depth <= 2 become loops)",
        [](ir::Graph& g, const PassContext& ctx) { fuse(g, ctx); }},
       {"canonicalize", "constant folding, algebraic identities, movement chains, transposes into matmul flags, CSE "
                        "and DCE, to a fixed point (docs/PASSES.md)",
