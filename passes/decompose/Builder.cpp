@@ -1,5 +1,8 @@
 #include "passes/decompose/Builder.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 namespace kiln::passes::decomp {
 
 using ir::OpKind;
@@ -9,6 +12,44 @@ ir::Ints allAxes(int64_t rank) {
   ir::Ints axes;
   for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   return axes;
+}
+
+int expandNodes(ir::Graph& g, const std::function<bool(const ir::Node&)>& selected, const Expansion& expand) {
+  if (std::none_of(g.nodes().begin(), g.nodes().end(), [&](const auto& n) { return selected(*n); })) return 0;
+  ir::Graph out(g.name());
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* v : g.inputs()) map[v] = out.addInput(v->name, v->type, v->loc);
+  for (const ir::Param& p : g.params()) map[p.value] = out.addParam(p.value->name, p.value->type, p.init, p.value->loc);
+  int expanded = 0;
+  for (const auto& node : g.nodes()) {
+    std::vector<Value*> operands;
+    for (Value* v : node->operands) {
+      auto it = map.find(v);
+      KILN_ASSERT(it != map.end(), "operand of '{}' is not defined before use", node->info().name);
+      operands.push_back(it->second);
+    }
+    if (!selected(*node)) {
+      map[node->result] = out.addNodeRaw(node->op, std::move(operands), node->attrs, node->result->type,
+                                         node->loc, node->result->name);
+      continue;
+    }
+    size_t firstNew = out.nodes().size();
+    Builder builder(out, node->loc);
+    Value* v = expand(builder, *node, operands);
+    KILN_ASSERT(v->type == node->result->type, "expanding '{}' produced {} instead of {}", node->info().name,
+                v->type.str(), node->result->type.str());
+    // Only a value the expansion itself produced takes the name (not an operand passed through).
+    const auto& nodes = out.nodes();
+    bool producedHere = std::any_of(nodes.begin() + static_cast<std::ptrdiff_t>(firstNew), nodes.end(),
+                                    [&](const auto& n) { return n->result == v; });
+    if (!node->result->name.empty() && v->name.empty() && producedHere) out.nameValue(v, node->result->name);
+    map[node->result] = v;
+    ++expanded;
+  }
+  for (const ir::Output& o : g.outputs()) out.addOutput(o.name, map.at(o.value));
+  for (const ir::Update& u : g.updates()) out.addUpdate(map.at(u.param), map.at(u.value));
+  g = std::move(out);
+  return expanded;
 }
 
 Value* Builder::op(OpKind k, std::vector<Value*> operands, std::vector<ir::NamedAttr> attrs) {

@@ -5,6 +5,7 @@
 
 #include "ir/Graph.h"
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,16 @@ class Builder {
 
 /// All dimensions 0..rank-1 (an explicit axis list reads better in dumps than "[] = all").
 ir::Ints allAxes(int64_t rank);
+
+/// Builds the primitives that replace one node from its operands (already in the new graph).
+using Expansion = std::function<ir::Value*(Builder& b, const ir::Node& node, std::span<ir::Value* const> xs)>;
+
+/// Rebuilds `g`, copying its signature, outputs, updates and every node, except that each node
+/// `selected` picks is replaced by what `expand` builds (at the node's location; of the node's
+/// type, checked). The replacing value takes the node's result name when the expansion made it.
+/// Leaves `g` alone when nothing is selected; returns how many nodes were expanded. Shared by the
+/// decompose pass and the fuse pass's thin matmuls (passes/ThinMatMul.h).
+int expandNodes(ir::Graph& g, const std::function<bool(const ir::Node&)>& selected, const Expansion& expand);
 
 /// A rule expands one composite node. `xs` are its operands already mapped into the new graph;
 /// the returned value replaces the node's result.
