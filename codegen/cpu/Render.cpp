@@ -344,7 +344,18 @@ class KernelRenderer {
     }
     bool max = r.op == OpKind::ReduceMax;
     if (!fl) return max ? b_.CreateIntMaxReduce(acc, true) : b_.CreateIntMinReduce(acc, true);
-    return max ? b_.CreateFPMaximumReduce(acc) : b_.CreateFPMinimumReduce(acc);
+    // Halves combined as the loop combines (NaN sticky, the lower half kept on ties): a tree of
+    // shuffles and selects. llvm.vector.reduce.fmaximum orders -0 below +0 lane by lane through
+    // scalar sign tests, a serial chain that made a softmax over rows of 32 latency-bound.
+    auto* type = llvm::cast<llvm::FixedVectorType>(acc->getType());
+    if (!llvm::isPowerOf2_32(type->getNumElements()))
+      return max ? b_.CreateFPMaximumReduce(acc) : b_.CreateFPMinimumReduce(acc);
+    for (unsigned n = type->getNumElements(); n > 1; n /= 2) {
+      std::vector<int> lo(n / 2), hi(n / 2);
+      for (unsigned i = 0; i < n / 2; ++i) lo[i] = static_cast<int>(i), hi[i] = static_cast<int>(i + n / 2);
+      acc = combine(r, b_.CreateShuffleVector(acc, lo), b_.CreateShuffleVector(acc, hi));
+    }
+    return b_.CreateExtractElement(acc, uint64_t{0});
   }
 
   /// The finished reduction as the reduction's dtype.
