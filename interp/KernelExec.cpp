@@ -48,6 +48,16 @@ int64_t eval(const kernels::Affine& a, const std::vector<int64_t>& coords) {
   return v;
 }
 
+/// A contraction operand as the node sees it: buffer `buf`'s elements read through `map` into a
+/// tensor of `shape` (kernels::Contraction).
+HostTensor gatherOperand(const kernels::Kernel& k, int32_t buf, const ir::Shape& shape, const kernels::IndexMap& map,
+                         const Memory& mem) {
+  const HostTensor& src = mem.get(k.buffers[buf].value);
+  HostTensor t(src.dtype(), shape);
+  for (int64_t p = 0; p < ir::numElements(shape); ++p) detail::copyElement(src, eval(map.index, detail::unravel(p, shape)), t, p);
+  return t;
+}
+
 void runNest(const kernels::Kernel& k, const kernels::LoopNest& nest, const HostTensor* acc, Memory& mem) {
   const ir::Shape& domain = nest.domain;
   int64_t points = ir::numElements(domain);
@@ -158,7 +168,10 @@ TensorMap runKernels(const ir::Graph& graph, const TensorMap& inputs, const Tens
           c = n;
           break;
         }
-      acc = evalOp(c->op, c->attrs, operandsOf(*c), c->result->type);
+      const kernels::Contraction& con = k.contraction;
+      const HostTensor a = gatherOperand(k, con.a, con.shapeA, con.mapA, mem);
+      const HostTensor b = gatherOperand(k, con.b, con.shapeB, con.mapB, mem);
+      acc = evalOp(c->op, c->attrs, {&a, &b}, c->result->type);
     }
     for (const kernels::LoopNest& nest : k.nests) runNest(k, nest, &acc, mem);
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -71,21 +72,35 @@ void finish(GemmForm& f) {
   f.affine = f.a.quotients.empty() && f.b.quotients.empty();
 }
 
-/// The coefficient of result batch dimension `i` (of `resultBatch`) in an operand of `shape`
-/// (its last two dimensions are the matrix): 0 where the operand broadcasts, NumPy style.
-int64_t batchCoeff(const ir::Shape& shape, size_t resultBatch, size_t i) {
-  const size_t operandBatch = shape.size() - 2;
-  if (i + operandBatch < resultBatch) return 0;  // the operand has no such dimension
-  const size_t d = i + operandBatch - resultBatch;
-  if (shape[d] == 1) return 0;
-  return std::accumulate(shape.begin() + static_cast<std::ptrdiff_t>(d) + 1, shape.end(), int64_t{1},
-                         std::multiplies<>());
+/// Matmul operand `map` (over the operand's coordinates, of `shape`) as a map over the form's
+/// (batch…, row, col) coordinates, `nb` batch coordinates, where (row, col) are the operand's last
+/// two dimensions — swapped when `transposed`. Batch dimensions broadcast NumPy style: the
+/// operand's missing and size-1 ones read coordinate 0.
+IndexMap matmulOperandMap(const IndexMap& map, const ir::Shape& shape, size_t nb, bool transposed) {
+  const size_t rank = shape.size(), operandBatch = rank - 2;
+  // The operand dimension behind each form coordinate (none: broadcast).
+  std::vector<std::optional<size_t>> dimOf(nb + 2);
+  for (size_t i = 0; i < nb; ++i)
+    if (i + operandBatch >= nb && shape[i + operandBatch - nb] != 1) dimOf[i] = i + operandBatch - nb;
+  dimOf[nb] = transposed ? rank - 1 : rank - 2;
+  dimOf[nb + 1] = transposed ? rank - 2 : rank - 1;
+  auto compose = [&](const Affine& a) {
+    Affine out{a.constant, std::vector<int64_t>(nb + 2, 0)};
+    for (size_t j = 0; j < nb + 2; ++j)
+      if (dimOf[j]) out.coeff[j] = a.coeff[*dimOf[j]];
+    return out;
+  };
+  IndexMap out;
+  out.index = compose(map.index);
+  for (const IndexMap::Bound& b : map.bounds) out.bounds.push_back({compose(b.value), b.limit});
+  out.padValue = map.padValue;
+  return out;
 }
 
 GemmForm matmulForm(const Kernel& k) {
   const Contraction& c = k.contraction;
   const bool ta = std::get<bool>(attrOf(c, "transpose_a")), tb = std::get<bool>(attrOf(c, "transpose_b"));
-  const ir::Shape &as = k.buffers[c.a].type.shape, &bs = k.buffers[c.b].type.shape, &rs = c.result.shape;
+  const ir::Shape &as = c.shapeA, &rs = c.result.shape;
   const size_t nb = rs.size() - 2;
   const int64_t m = rs[nb], n = rs[nb + 1], kk = as[as.size() - (ta ? 2 : 1)];
   GemmForm f;
@@ -94,15 +109,11 @@ GemmForm matmulForm(const Kernel& k) {
   f.nDims = {n};
   f.kDims = {kk};
   f.resultBatchDims = static_cast<int>(nb);
-  // A over (batch…, m, k), B over (batch…, k, n).
+  // A over (batch…, m, k), B over (batch…, k, n), through the operands' maps (Contraction).
   f.a.buffer = c.a;
-  f.a.map.index = ta ? affine(nb + 2, {{nb, 1}, {nb + 1, m}}) : affine(nb + 2, {{nb, kk}, {nb + 1, 1}});
+  f.a.map = matmulOperandMap(c.mapA, c.shapeA, nb, ta);
   f.b.buffer = c.b;
-  f.b.map.index = tb ? affine(nb + 2, {{nb, 1}, {nb + 1, kk}}) : affine(nb + 2, {{nb, n}, {nb + 1, 1}});
-  for (size_t i = 0; i < nb; ++i) {
-    f.a.map.index.coeff[i] = batchCoeff(as, nb, i);
-    f.b.map.index.coeff[i] = batchCoeff(bs, nb, i);
-  }
+  f.b.map = matmulOperandMap(c.mapB, c.shapeB, nb, tb);
   finish(f);
   return f;
 }
@@ -141,7 +152,7 @@ struct ConvShape {
 
 GemmForm conv2dForm(const Kernel& k) {
   const Contraction& c = k.contraction;
-  ConvShape s(c, k.buffers[c.a].type.shape, k.buffers[c.b].type.shape, c.result.shape);
+  ConvShape s(c, c.shapeA, c.shapeB, c.result.shape);
   GemmForm f;
   f.batchDims = {s.n, s.groups};
   f.mDims = {s.og};
@@ -159,7 +170,7 @@ GemmForm conv2dForm(const Kernel& k) {
 
 GemmForm conv2dGradWeightForm(const Kernel& k) {
   const Contraction& c = k.contraction;
-  ConvShape s(c, k.buffers[c.a].type.shape, c.result.shape, k.buffers[c.b].type.shape);
+  ConvShape s(c, c.shapeA, c.result.shape, c.shapeB);
   GemmForm f;
   f.batchDims = {s.groups};
   f.mDims = {s.og};
@@ -177,7 +188,7 @@ GemmForm conv2dGradWeightForm(const Kernel& k) {
 
 GemmForm conv2dGradInputForm(const Kernel& k) {
   const Contraction& c = k.contraction;
-  ConvShape s(c, c.result.shape, k.buffers[c.b].type.shape, k.buffers[c.a].type.shape);
+  ConvShape s(c, c.result.shape, c.shapeB, c.shapeA);
   GemmForm f;
   f.batchDims = {s.n, s.groups};
   f.mDims = {s.cg};

@@ -117,12 +117,23 @@ struct LoopNest {
 /// A matmul or convolution (ops matmul, conv2d, conv2d_grad_input, conv2d_grad_weight) of two
 /// buffers, with the node's attributes; its result (type `result`) is Expr::Kind::Acc in the
 /// epilogue nest, whose domain is the result's shape.
+///
+/// Operand x (a or b) is the tensor of shape `shapeX` whose element at coordinates c is buffer x's
+/// element mapX(c) — mapX an index map over the operand's own coordinates. For an operand stored
+/// as it is, shapeX is the buffer's shape and mapX its row-major strides; a matmul operand that is
+/// a view of its buffer (reshape, permute, slice, broadcast, folded into the kernel by the fuse pass
+/// instead of copied) has the view's shape and strides. Its maps have no bounds (no padding).
 struct Contraction {
   ir::OpKind op;
   std::vector<ir::AttrValue> attrs;
   int32_t a, b;
   ir::TensorType result;
+  ir::Shape shapeA, shapeB;
+  IndexMap mapA, mapB;
 };
+
+/// The index map of a tensor of `shape` stored as it is: row-major strides over its coordinates.
+IndexMap rowMajorMap(const ir::Shape& shape);
 
 struct Kernel {
   std::string name;  // "k3_matmul_add_relu": the step index and the ops it holds
@@ -141,6 +152,11 @@ struct Kernel {
 /// Movement ops that a kernel folds into index maps instead of computing: reshape, permute,
 /// broadcast, slice, pad, stop_gradient.
 bool isViewOp(ir::OpKind op);
+
+/// Whether `v` is a view a matmul can read its operand through (Contraction): a chain of view ops
+/// other than pad, each expressible as strides, down to a value that is not itself computed by a
+/// view or a cheap leaf (an input, a parameter, constant data or any other node's result).
+bool isStridedView(const ir::Value& v);
 
 /// One kernel per schedule step of `g` (ir::kernelSteps): fused groups and ungrouped nodes.
 /// kiln::Error when a group cannot be expressed (the fuse pass only makes groups that can).

@@ -23,6 +23,12 @@
 
 namespace kiln::kernels {
 
+IndexMap rowMajorMap(const ir::Shape& shape) {
+  IndexMap m;
+  m.index = Affine{0, ir::rowMajorStrides(shape)};
+  return m;
+}
+
 namespace {
 
 using ir::Node;
@@ -386,9 +392,10 @@ class Lowering {
       const Level& l = level_.at(n);
       int32_t e = -1;
       if (n == contraction) {
-        Contraction c{n->op, n->attrs, inputBuffer(n->operands[0]), inputBuffer(n->operands[1]), n->result->type};
-        for (const Value* v : n->operands)
-          if (internal(v)) return "a contraction operand computed in the same kernel";
+        Contraction c{n->op, n->attrs, -1, -1, n->result->type, {}, {}, {}, {}};
+        std::string why = contractionOperand(*n, 0, c.a, c.shapeA, c.mapA);
+        if (why.empty()) why = contractionOperand(*n, 1, c.b, c.shapeB, c.mapB);
+        if (!why.empty()) return why;
         k_.hasContraction = true;
         k_.contraction = std::move(c);
         e = addExpr({Expr::Kind::Acc, n->result->type.dtype});
@@ -435,6 +442,35 @@ class Lowering {
     bool outer = false;
     Placement at;
   };
+
+  /// Operand `i` of contraction `n`: its buffer, shape and index map (Contraction). A matmul
+  /// operand may be a chain of views in the kernel (reshape, permute, slice, broadcast) of a value
+  /// in memory; every other operand is read from memory as it is.
+  std::string contractionOperand(const Node& n, size_t i, int32_t& buf, Shape& shape, IndexMap& map) {
+    const Value* v = n.operands[i];
+    std::vector<const Node*> chain;
+    const Value* base = v;
+    while (internal(base) && isViewOp(base->producer->op)) {
+      chain.push_back(base->producer);
+      base = base->producer->operands[0];
+    }
+    if (internal(base) && base->producer->op != OpKind::Constant)
+      return "a contraction operand computed in the same kernel";
+    if (!chain.empty() && n.op != OpKind::MatMul)
+      return fmt::format("a view as operand of '{}' (only matmul reads its operands through views)", n.info().name);
+    View view = baseView(base->type.shape);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      std::string why = applyView(view, **it);
+      if (!why.empty()) return why;
+    }
+    if (view.padded) return "a padded view as a contraction operand";
+    Placement own;
+    for (size_t d = 0; d < view.shape.size(); ++d) own.dims.push_back(view.shape[d] == 1 ? -1 : static_cast<int>(d));
+    buf = inputBuffer(base);
+    shape = view.shape;
+    map = place(view, view.shape, own, view.shape.size());
+    return {};
+  }
 
   int32_t addExpr(Expr e) {
     nest_.exprs.push_back(std::move(e));
@@ -563,8 +599,7 @@ class Lowering {
 
   static double contractionFlops(const Kernel& k) {
     const Contraction& c = k.contraction;
-    const ir::TensorType& a = k.buffers[c.a].type;
-    const ir::TensorType& b = k.buffers[c.b].type;
+    const ir::TensorType a{k.buffers[c.a].type.dtype, c.shapeA}, b{k.buffers[c.b].type.dtype, c.shapeB};
     double out = static_cast<double>(c.result.numel());
     switch (c.op) {
       case OpKind::MatMul: {
@@ -594,6 +629,25 @@ class Lowering {
   std::vector<int32_t> leafExprs_;
   std::unordered_map<size_t, int32_t> loadIndex_;
 };
+
+}  // namespace
+
+bool isStridedView(const ir::Value& v) {
+  std::vector<const Node*> chain;
+  const Value* base = &v;
+  while (base->kind == ir::ValueKind::Result && isViewOp(base->producer->op)) {
+    if (base->producer->op == OpKind::Pad) return false;
+    chain.push_back(base->producer);
+    base = base->producer->operands[0];
+  }
+  if (chain.empty() || (base->kind == ir::ValueKind::Result && isVirtualLeaf(*base->producer))) return false;
+  View view = baseView(base->type.shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    if (!applyView(view, **it).empty()) return false;
+  return true;
+}
+
+namespace {
 
 ir::KernelKind defaultKind(const Node& n) {
   if (isContraction(n.op)) return ir::KernelKind::Contraction;

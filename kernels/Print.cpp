@@ -78,9 +78,24 @@ std::string printKernel(const Kernel& k) {
     out += fmt::format("  buffer b{} %{} : {} ({})\n", i, k.buffers[i].name, k.buffers[i].type.str(),
                        roleName(k.buffers[i].role));
   if (k.op) out += fmt::format("  op {} (dedicated implementation)\n", k.op->info().name);
-  if (k.hasContraction)
-    out += fmt::format("  contraction {}(b{}, b{}) -> {}\n", ir::opName(k.contraction.op), k.contraction.a,
-                       k.contraction.b, k.contraction.result.str());
+  if (k.hasContraction) {
+    const Contraction& c = k.contraction;
+    out += fmt::format("  contraction {}(b{}, b{}) -> {}\n", ir::opName(c.op), c.a, c.b, c.result.str());
+    // Operands read through a view of their buffer: the view's shape and the buffer index of its
+    // element (i0, i1, …).
+    auto view = [&](const char* name, int32_t buf, const ir::Shape& shape, const IndexMap& map) {
+      const ir::TensorType& t = k.buffers[buf].type;
+      IndexMap plain;
+      plain.index = Affine{0, ir::rowMajorStrides(shape)};
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] == 1) plain.index.coeff[d] = 0;
+      if (shape != t.shape || !(map == plain))
+        out += fmt::format("    {} = view of b{} as {} at %{}{}\n", name, buf, ir::TensorType{t.dtype, shape}.str(),
+                           k.buffers[buf].name, indexMap(map));
+    };
+    view("a", c.a, c.shapeA, c.mapA);
+    view("b", c.b, c.shapeB, c.mapB);
+  }
   for (const LoopNest& n : k.nests) {
     std::vector<std::string> dims;
     for (size_t d = 0; d < n.domain.size(); ++d)

@@ -78,7 +78,10 @@ void cloneCheapNodes(ir::Graph& g) {
     }
     const Node& p = *v->producer;
     std::vector<Value*> ops;
-    for (Value* o : p.operands) ops.push_back(kernels::isViewOp(p.op) ? privateCopy(o) : o);
+    for (Value* o : p.operands) {
+      ++uses[o];  // the copy reads it too (until privateCopy gives the copy one of its own)
+      ops.push_back(kernels::isViewOp(p.op) ? privateCopy(o) : o);
+    }
     --uses[v];
     Value* copy = g.addNodeRaw(p.op, std::move(ops), p.attrs, v->type, p.loc);
     uses[copy] = 1;
@@ -90,6 +93,12 @@ void cloneCheapNodes(ir::Graph& g) {
   for (Node* n : original) {
     if (absorbsViews(*n) && !isCheap(*n))
       for (Value*& v : n->operands) v = privateCopy(v);
+    // A matmul reads an operand through the strides of a view of memory (kernels::Contraction),
+    // so it gets its own copy of such a view too — a reshape of a layer's input, the heads of
+    // attention sliced out of a permuted projection — instead of a kernel that copies it.
+    if (n->op == OpKind::MatMul)
+      for (Value*& v : n->operands)
+        if (kernels::isStridedView(*v)) v = privateCopy(v);
     order.push_back(n);
   }
   // Rebuild the node list: a topological order that stays as close to `order` as possible

@@ -273,6 +273,44 @@ TEST(CpuBackend, FusedPatterns) {
   }
 }
 
+// Matmul operands read through views of memory (kernels::Contraction): the fuse pass folds the
+// reshapes, permutes, slices and broadcasts into the contraction kernel instead of copying.
+TEST(CpuBackend, MatMulOperandsThroughViews) {
+  for (int threads : {1, 2})
+    for (const char* t : {"f32", "bf16", "f64"}) {
+      // Attention heads: a [B·T, 3·H·D] projection split into q, k and v by a reshape, a permute
+      // and slices; q·kᵀ, then the scores times v.
+      checkText(fmt::format("graph @g(%x: {0}[30,24], %s: {0}[6,2,5,5]) {{\n"
+                            "  %r = reshape(%x) {{shape=[6,5,3,2,4]}} : {0}[6,5,3,2,4]\n"
+                            "  %p = permute(%r) {{perm=[2,0,3,1,4]}} : {0}[3,6,2,5,4]\n"
+                            "  %q1 = slice(%p) {{starts=[0,0,0,0,0], ends=[1,6,2,5,4], steps=[1,1,1,1,1]}} : {0}[1,6,2,5,4]\n"
+                            "  %k1 = slice(%p) {{starts=[1,0,0,0,0], ends=[2,6,2,5,4], steps=[1,1,1,1,1]}} : {0}[1,6,2,5,4]\n"
+                            "  %v1 = slice(%p) {{starts=[2,0,0,0,0], ends=[3,6,2,5,4], steps=[1,1,1,1,1]}} : {0}[1,6,2,5,4]\n"
+                            "  %q = reshape(%q1) {{shape=[6,2,5,4]}} : {0}[6,2,5,4]\n"
+                            "  %k = reshape(%k1) {{shape=[6,2,5,4]}} : {0}[6,2,5,4]\n"
+                            "  %v = reshape(%v1) {{shape=[6,2,5,4]}} : {0}[6,2,5,4]\n"
+                            "  %a = matmul(%q, %k) {{transpose_b=true}} : {0}[6,2,5,5]\n"
+                            "  %o = matmul(%s, %v) : {0}[6,2,5,4]\n"
+                            "  %g = matmul(%s, %q) {{transpose_a=true}} : {0}[6,2,5,4]\n"
+                            "  return %a, %o, %g\n}}\n",
+                            t),
+                fmt::format("{} attention heads through views", t), threads);
+      // A layer over [B, T, D] as one product of a reshaped input; strided rows; a broadcast B.
+      checkText(fmt::format("graph @g(%x: {0}[3,7,33], %w: {0}[19,33], %y: {0}[40,33], %b: {0}[33,19]) {{\n"
+                            "  %f = reshape(%x) {{shape=[21,33]}} : {0}[21,33]\n"
+                            "  %h = matmul(%f, %w) {{transpose_b=true}} : {0}[21,19]\n"
+                            "  %e = slice(%y) {{starts=[1,0], ends=[40,33], steps=[2,1]}} : {0}[20,33]\n"
+                            "  %l = matmul(%e, %b) : {0}[20,19]\n"
+                            "  %c = broadcast(%b) {{shape=[3,33,19]}} : {0}[3,33,19]\n"
+                            "  %n = matmul(%x, %c) : {0}[3,7,19]\n"
+                            "  %u = permute(%y) {{perm=[1,0]}} : {0}[33,40]\n"
+                            "  %z = matmul(%u, %y) : {0}[33,33]\n"
+                            "  return %h, %l, %n, %z\n}}\n",
+                            t),
+                fmt::format("{} reshaped, strided, broadcast and permuted operands", t), threads);
+    }
+}
+
 TEST(CpuBackend, RandomGraphs) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     ir::Graph g = kiln::testing::randomGraph(seed);

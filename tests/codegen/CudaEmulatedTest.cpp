@@ -264,6 +264,26 @@ TEST(CudaEmulated, ContractionsMatchTheInterpreter) {
   both(graph("f32[3,5,6]", "f32[6,7]", "%r = matmul(%a, %b) : f32[3,5,7]"), "batches of A against one B", gemmTol(DType::f32, 6));
   both(graph("f32[5,6]", "f32[4,6,7]", "%r = matmul(%a, %b) : f32[4,5,7]"), "one A against batches of B", gemmTol(DType::f32, 6));
   both(graph("f32[4,0]", "f32[0,3]", "%r = matmul(%a, %b) : f32[4,3]"), "K = 0", 0);
+  // Operands through views folded into the kernel (kernels::Contraction): attention heads sliced
+  // out of a permuted projection (generated: not cuBLASLt's strides), a reshaped input (cuBLASLt).
+  for (const char* t : {"f32", "bf16"})
+    both(fmt::format(R"(graph @g {{
+  input %x : {0}[30,24]
+  input %w : {0}[3,7,8]
+  input %m : {0}[8,5]
+  %r = reshape(%x) {{shape=[6,5,3,2,4]}} : {0}[6,5,3,2,4]
+  %p = permute(%r) {{perm=[2,0,3,1,4]}} : {0}[3,6,2,5,4]
+  %q1 = slice(%p) {{starts=[0,0,0,0,0], ends=[1,6,2,5,4], steps=[1,1,1,1,1]}} : {0}[1,6,2,5,4]
+  %k1 = slice(%p) {{starts=[1,0,0,0,0], ends=[2,6,2,5,4], steps=[1,1,1,1,1]}} : {0}[1,6,2,5,4]
+  %q = reshape(%q1) {{shape=[6,2,5,4]}} : {0}[6,2,5,4]
+  %k = reshape(%k1) {{shape=[6,2,5,4]}} : {0}[6,2,5,4]
+  %s = matmul(%q, %k) {{transpose_b=true}} : {0}[6,2,5,5]
+  %f = reshape(%w) {{shape=[21,8]}} : {0}[21,8]
+  %h = matmul(%f, %m) : {0}[21,5]
+  output %s = %s
+  output %h = %h
+}}
+)", t), fmt::format("{} operands through views", t), gemmTol(*parseDType(t), 8));
   // Convolutions: implicit GEMM with padding, strides, dilation and groups; gradients.
   for (const char* t : {"f32", "bf16"}) {
     DType dt = *parseDType(t);

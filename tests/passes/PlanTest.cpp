@@ -367,7 +367,12 @@ TEST(Plan, ZooModels) {
         problems = simulateArena(g);
         EXPECT_TRUE(problems.empty()) << joined(problems);
         passes::PlanStats s = passes::planStats(g);
-        EXPECT_LT(s.arenaBytes, s.sumOfBuffers);
+        // A fused inference graph may hold only buffers live at once (simplenet's two hidden
+        // layers, a small MLP's one): nothing to share there.
+        if (kind == "inference" && pipeline != "plan")
+          EXPECT_LE(s.arenaBytes, s.sumOfBuffers);
+        else
+          EXPECT_LT(s.arenaBytes, s.sumOfBuffers);
         EXPECT_GE(s.arenaBytes, s.peakLiveBytes);
         // Planning again gives the same plan.
         std::string text = ir::printGraph(g);
