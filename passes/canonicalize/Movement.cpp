@@ -75,4 +75,16 @@ Value* simplifySlice(Rewriter&, const Candidate& c) {
   return fromZero && x->type.shape == c.type.shape ? x : nullptr;
 }
 
+Value* sliceGradAsPad(Rewriter& rw, const Candidate& c) {
+  // A unit-step slice's gradient puts dy at its place in zeros: a pad with 0 (+0.0, as
+  // slice_grad's fill), which kernels read as a view instead of running a kernel of its own — the
+  // gradients of attention's q, k and v, sliced out of one projection, add up in one loop.
+  const ir::Ints &starts = c.attrInts("starts"), &steps = c.attrInts("steps");
+  if (!std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; })) return nullptr;
+  Value* dy = c.operands[0];
+  ir::Ints low(starts.begin(), starts.end()), high;
+  for (size_t d = 0; d < starts.size(); ++d) high.push_back(c.type.shape[d] - starts[d] - dy->type.shape[d]);
+  return rw.build(OpKind::Pad, {dy}, {{"low", low}, {"high", high}, {"value", 0.0}});
+}
+
 }  // namespace kiln::passes::canon

@@ -34,6 +34,7 @@ constexpr RuleEntry kRules[] = {
     {OpKind::Permute, simplifyPermute},
     {OpKind::Permute, foldPermuteOfMatMul},
     {OpKind::Slice, simplifySlice},
+    {OpKind::SliceGrad, sliceGradAsPad},
     {OpKind::MatMul, foldTransposesIntoMatMul},
     {OpKind::Select, maskBeforeMaxPoolGrad},
 };

@@ -129,6 +129,8 @@ ir::Value* simplifyReshape(Rewriter& rw, const Candidate& c);
 ir::Value* simplifyBroadcast(Rewriter& rw, const Candidate& c);
 ir::Value* simplifyPermute(Rewriter& rw, const Candidate& c);
 ir::Value* simplifySlice(Rewriter& rw, const Candidate& c);
+/// slice_grad with unit steps → pad with 0.
+ir::Value* sliceGradAsPad(Rewriter& rw, const Candidate& c);
 /// MatMul.cpp: permutes of the last two dimensions become transpose flags.
 ir::Value* foldTransposesIntoMatMul(Rewriter& rw, const Candidate& c);
 ir::Value* foldPermuteOfMatMul(Rewriter& rw, const Candidate& c);
