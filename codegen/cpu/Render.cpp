@@ -4,6 +4,7 @@
 #include "codegen/cpu/ElementwiseIR.h"
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/PhiloxIR.h"
+#include "codegen/cpu/ReduceIR.h"
 #include "codegen/cpu/RenderOps.h"
 #include "kernels/Kernel.h"
 #include "kernels/Simplify.h"
@@ -283,10 +284,6 @@ class KernelRenderer {
     return v;
   }
 
-  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
-    return b_.CreateIntrinsic(id, {x->getType()}, {x, y});
-  }
-  llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
 
   llvm::Value* op(const Expr& e, const std::vector<llvm::Value*>& a) {
     DType argType = e.args.empty() ? e.dtype : nest_->exprs[e.args[0]].dtype;
@@ -311,58 +308,14 @@ class KernelRenderer {
   }
 
   llvm::Value* identity(const kernels::Reduction& r, int lanes) {
-    DType t = accumulatorType(r);
-    double inf = std::numeric_limits<double>::infinity();
-    if (r.op == OpKind::ReduceSum) return constant(b_, t, 0, lanes);
-    if (isFloat(t)) return constant(b_, t, r.op == OpKind::ReduceMax ? -inf : inf, lanes);
-    llvm::Type* it = withLanes(b_.getInt64Ty(), lanes);
-    return r.op == OpKind::ReduceMax ? llvm::ConstantInt::get(it, static_cast<uint64_t>(std::numeric_limits<int64_t>::min()))
-                                     : llvm::ConstantInt::get(it, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+    return reductionIdentity(b_, r.op, accumulatorType(r), lanes);
   }
-
   llvm::Value* combine(const kernels::Reduction& r, llvm::Value* acc, llvm::Value* x) {
-    bool fl = isFloat(accumulatorType(r));
-    switch (r.op) {
-      case OpKind::ReduceSum: return fl ? b_.CreateFAdd(acc, x) : b_.CreateAdd(acc, x);
-      case OpKind::ReduceMax:
-      case OpKind::ReduceMin: {
-        bool max = r.op == OpKind::ReduceMax;
-        if (!fl) return intrinsic(max ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, acc, x);
-        // NaN is sticky: the accumulator keeps the first NaN it meets.
-        llvm::Value* pick = max ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
-        llvm::Value* r2 = b_.CreateSelect(pick, x, acc);
-        return b_.CreateSelect(b_.CreateFCmpUNO(x, acc), fconst(acc, std::numeric_limits<double>::quiet_NaN()), r2);
-      }
-      default: KILN_THROW("kernel '{}': unknown reduction '{}'", k_.name, ir::opName(r.op));
-    }
+    return reductionCombine(b_, r.op, accumulatorType(r), acc, x);
   }
-
   /// The lanes of a vector accumulator combined into one value.
   llvm::Value* horizontal(const kernels::Reduction& r, llvm::Value* acc) {
-    if (!acc->getType()->isVectorTy()) return acc;
-    bool fl = isFloat(accumulatorType(r));
-    if (r.op == OpKind::ReduceSum) {
-      if (!fl) return b_.CreateAddReduce(acc);
-      llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
-      llvm::FastMathFlags fmf;
-      fmf.setAllowReassoc();
-      b_.setFastMathFlags(fmf);
-      return b_.CreateFAddReduce(llvm::ConstantFP::get(acc->getType()->getScalarType(), -0.0), acc);
-    }
-    bool max = r.op == OpKind::ReduceMax;
-    if (!fl) return max ? b_.CreateIntMaxReduce(acc, true) : b_.CreateIntMinReduce(acc, true);
-    // Halves combined as the loop combines (NaN sticky, the lower half kept on ties): a tree of
-    // shuffles and selects. llvm.vector.reduce.fmaximum orders -0 below +0 lane by lane through
-    // scalar sign tests, a serial chain that made a softmax over rows of 32 latency-bound.
-    auto* type = llvm::cast<llvm::FixedVectorType>(acc->getType());
-    if (!llvm::isPowerOf2_32(type->getNumElements()))
-      return max ? b_.CreateFPMaximumReduce(acc) : b_.CreateFPMinimumReduce(acc);
-    for (unsigned n = type->getNumElements(); n > 1; n /= 2) {
-      std::vector<int> lo(n / 2), hi(n / 2);
-      for (unsigned i = 0; i < n / 2; ++i) lo[i] = static_cast<int>(i), hi[i] = static_cast<int>(i + n / 2);
-      acc = combine(r, b_.CreateShuffleVector(acc, lo), b_.CreateShuffleVector(acc, hi));
-    }
-    return b_.CreateExtractElement(acc, uint64_t{0});
+    return reductionHorizontal(b_, r.op, accumulatorType(r), acc);
   }
 
   /// The finished reduction as the reduction's dtype.
