@@ -197,6 +197,25 @@ class KernelRenderer {
       llvm::Value* v = fromStorage(b_, t, b_.CreateAlignedLoad(st, b_.CreateInBoundsGEP(st, base, at), align));
       return inside ? b_.CreateSelect(inside, v, pad) : v;
     }
+    if (inside && !mask && step == 1) {
+      // A row wholly inside or wholly padding (a pad of leading dimensions: the gradients of
+      // slices stacked into one tensor): a branch on the row, which the loop over the row's
+      // vectors does not change, instead of a load per vector whose lanes are all masked off.
+      llvm::Function* f = b_.GetInsertBlock()->getParent();
+      auto* read = llvm::BasicBlock::Create(b_.getContext(), "pad.read", f);
+      auto* join = llvm::BasicBlock::Create(b_.getContext(), "pad.join", f);
+      llvm::BasicBlock* from = b_.GetInsertBlock();
+      llvm::Value* padding = splat(b_, pad, p.lanes);
+      b_.CreateCondBr(inside, read, join);
+      b_.SetInsertPoint(read);
+      llvm::Value* v = fromStorage(b_, t, b_.CreateAlignedLoad(withLanes(st, p.lanes), b_.CreateInBoundsGEP(st, base, index), align));
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+      llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
+      phi->addIncoming(v, read);
+      phi->addIncoming(padding, from);
+      return phi;
+    }
     if (inside) {
       llvm::Value* all = b_.CreateVectorSplat(static_cast<unsigned>(p.lanes), inside);
       mask = mask ? b_.CreateAnd(mask, all) : all;

@@ -311,6 +311,23 @@ TEST(CpuBackend, MatMulOperandsThroughViews) {
     }
 }
 
+// Pads of leading dimensions (whole rows of padding: a branch per row) and of the last one (lanes
+// masked), alone and summed as canonicalize makes the gradients of slices of one tensor.
+TEST(CpuBackend, PaddedRowsAndColumns) {
+  for (int threads : {1, 2})
+    for (const char* t : {"f32", "bf16", "f64", "i32"})
+      checkText(fmt::format("graph @g(%a: {0}[2,5,33], %b: {0}[1,5,33], %c: {0}[4,5,30]) {{\n"
+                            "  %pa = pad(%a) {{low=[0,0,0], high=[2,0,0], value=0}} : {0}[4,5,33]\n"
+                            "  %pb = pad(%b) {{low=[3,0,0], high=[0,0,0], value=0}} : {0}[4,5,33]\n"
+                            "  %pc = pad(%c) {{low=[0,0,1], high=[0,0,2], value=0}} : {0}[4,5,33]\n"
+                            "  %s = add(%pa, %pb) : {0}[4,5,33]\n"
+                            "  %y = add(%s, %pc) : {0}[4,5,33]\n"
+                            "  %r = pad(%b) {{low=[1,2,0], high=[1,0,0], value=1.5}} : {0}[3,7,33]\n"
+                            "  return %y, %r\n}}\n",
+                            t),
+                fmt::format("{} padded rows and columns", t), threads);
+}
+
 TEST(CpuBackend, RandomGraphs) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     ir::Graph g = kiln::testing::randomGraph(seed);
