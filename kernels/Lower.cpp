@@ -213,6 +213,26 @@ IndexMap place(const View& v, const Shape& consumerShape, const Placement& at, s
   return m;
 }
 
+/// The view of `v` from its base: up through the producers that are view ops while `through`
+/// holds for the value they compute, applied from the base down. Sets `base`; returns why the
+/// chain is not expressible as strides, or nothing.
+std::string viewFromBase(const Value* v, const std::function<bool(const Value*)>& through, const Value*& base,
+                         View& view, size_t* ops = nullptr) {
+  std::vector<const Node*> chain;
+  base = v;
+  while (base->kind == ir::ValueKind::Result && isViewOp(base->producer->op) && through(base)) {
+    chain.push_back(base->producer);
+    base = base->producer->operands[0];
+  }
+  if (ops) *ops = chain.size();
+  view = baseView(base->type.shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    std::string why = applyView(view, **it);
+    if (!why.empty()) return why;
+  }
+  return {};
+}
+
 class Lowering {
  public:
   Lowering(const ir::Graph& g, const std::vector<const Node*>& nodes,
@@ -447,22 +467,15 @@ class Lowering {
   /// operand may be a chain of views in the kernel (reshape, permute, slice, broadcast) of a value
   /// in memory; every other operand is read from memory as it is.
   std::string contractionOperand(const Node& n, size_t i, int32_t& buf, Shape& shape, IndexMap& map) {
-    const Value* v = n.operands[i];
-    std::vector<const Node*> chain;
-    const Value* base = v;
-    while (internal(base) && isViewOp(base->producer->op)) {
-      chain.push_back(base->producer);
-      base = base->producer->operands[0];
-    }
+    const Value* base = nullptr;
+    View view;
+    size_t views = 0;
+    std::string why = viewFromBase(n.operands[i], [&](const Value* x) { return internal(x); }, base, view, &views);
     if (internal(base) && base->producer->op != OpKind::Constant)
       return "a contraction operand computed in the same kernel";
-    if (!chain.empty() && n.op != OpKind::MatMul)
+    if (views > 0 && n.op != OpKind::MatMul)
       return fmt::format("a view as operand of '{}' (only matmul reads its operands through views)", n.info().name);
-    View view = baseView(base->type.shape);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      std::string why = applyView(view, **it);
-      if (!why.empty()) return why;
-    }
+    if (!why.empty()) return why;
     if (view.padded) return "a padded view as a contraction operand";
     Placement own;
     for (size_t d = 0; d < view.shape.size(); ++d) own.dims.push_back(view.shape[d] == 1 ? -1 : static_cast<int>(d));
@@ -483,18 +496,11 @@ class Lowering {
 
   /// The expression for `v` as read by a consumer with result shape `consumerShape` at `at`.
   std::string operandExpr(const Value* v, const Shape& consumerShape, const Placement& at, bool outer, int32_t& out) {
-    // Walk up through in-group views to the base.
-    std::vector<const Node*> chain;
-    const Value* base = v;
-    while (internal(base) && isViewOp(base->producer->op)) {
-      chain.push_back(base->producer);
-      base = base->producer->operands[0];
-    }
-    View view = baseView(base->type.shape);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      std::string why = applyView(view, **it);
-      if (!why.empty()) return why;
-    }
+    // Up through in-group views to the base.
+    const Value* base = nullptr;
+    View view;
+    std::string why = viewFromBase(v, [&](const Value* x) { return internal(x); }, base, view);
+    if (!why.empty()) return why;
     IndexMap map = place(view, consumerShape, at, nest_.domain.size());
     if (internal(base) && isVirtualLeaf(*base->producer)) return leafExpr(*base->producer, map, out);
     if (internal(base) && base->producer->op == OpKind::Constant) {
@@ -633,18 +639,11 @@ class Lowering {
 }  // namespace
 
 bool isStridedView(const ir::Value& v) {
-  std::vector<const Node*> chain;
-  const Value* base = &v;
-  while (base->kind == ir::ValueKind::Result && isViewOp(base->producer->op)) {
-    if (base->producer->op == OpKind::Pad) return false;
-    chain.push_back(base->producer);
-    base = base->producer->operands[0];
-  }
-  if (chain.empty() || (base->kind == ir::ValueKind::Result && isVirtualLeaf(*base->producer))) return false;
-  View view = baseView(base->type.shape);
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-    if (!applyView(view, **it).empty()) return false;
-  return true;
+  const Value* base = nullptr;
+  View view;
+  size_t views = 0;
+  if (!viewFromBase(&v, [](const Value*) { return true; }, base, view, &views).empty() || views == 0) return false;
+  return !view.padded && !(base->kind == ir::ValueKind::Result && isVirtualLeaf(*base->producer));
 }
 
 namespace {
