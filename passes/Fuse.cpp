@@ -58,6 +58,12 @@ KernelKind kindOf(const Node& n) {
 /// Consumers that read operands through index maps (so a view or leaf can be folded into them).
 bool absorbsViews(const Node& n) { return kindOf(n) == KernelKind::Loop || kindOf(n) == KernelKind::Reduction; }
 
+/// Whether the value under `v`'s chain of views is computed by a cheap node.
+bool cheapBase(const Value* v) {
+  while (v->kind == ir::ValueKind::Result && kernels::isViewOp(v->producer->op)) v = v->producer->operands[0];
+  return v->kind == ir::ValueKind::Result && isCheap(*v->producer);
+}
+
 // Gives every consumer that can absorb them its own copy of the cheap nodes it reads, so a view
 // or a constant used by several kernels is folded into each instead of being materialized.
 void cloneCheapNodes(ir::Graph& g) {
@@ -96,9 +102,11 @@ void cloneCheapNodes(ir::Graph& g) {
     // A matmul reads an operand through the strides of a view of memory (kernels::Contraction),
     // so it gets its own copy of such a view too — a reshape of a layer's input, the heads of
     // attention sliced out of a permuted projection — instead of a kernel that copies it.
+    // (Not over a cheap base, a widening cast: its copy could not join the matmul's kernel and
+    // would run beside the original.)
     if (n->op == OpKind::MatMul)
       for (Value*& v : n->operands)
-        if (kernels::isStridedView(*v)) v = privateCopy(v);
+        if (kernels::isStridedView(*v) && !cheapBase(v)) v = privateCopy(v);
     order.push_back(n);
   }
   // Rebuild the node list: a topological order that stays as close to `order` as possible
