@@ -132,7 +132,8 @@ struct Contraction {
   IndexMap mapA, mapB;
 };
 
-/// The index map of a tensor of `shape` stored as it is: row-major strides over its coordinates.
+/// The index map of a tensor of `shape` stored as it is: row-major strides over its coordinates
+/// (0 for a dimension of size 1, as placing a view gives them).
 IndexMap rowMajorMap(const ir::Shape& shape);
 
 struct Kernel {

@@ -26,6 +26,8 @@ namespace kiln::kernels {
 IndexMap rowMajorMap(const ir::Shape& shape) {
   IndexMap m;
   m.index = Affine{0, ir::rowMajorStrides(shape)};
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] == 1) m.index.coeff[d] = 0;  // a size-1 dimension's coordinate is always 0
   return m;
 }
 

@@ -85,11 +85,7 @@ std::string printKernel(const Kernel& k) {
     // element (i0, i1, …).
     auto view = [&](const char* name, int32_t buf, const ir::Shape& shape, const IndexMap& map) {
       const ir::TensorType& t = k.buffers[buf].type;
-      IndexMap plain;
-      plain.index = Affine{0, ir::rowMajorStrides(shape)};
-      for (size_t d = 0; d < shape.size(); ++d)
-        if (shape[d] == 1) plain.index.coeff[d] = 0;
-      if (shape != t.shape || !(map == plain))
+      if (shape != t.shape || !(map == rowMajorMap(shape)))
         out += fmt::format("    {} = view of b{} as {} at %{}{}\n", name, buf, ir::TensorType{t.dtype, shape}.str(),
                            k.buffers[buf].name, indexMap(map));
     };
