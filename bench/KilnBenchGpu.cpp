@@ -235,7 +235,7 @@ void runCuda(const Settings& s, const Workload& w) {
     p->keepInputs(in);
     timeRuns(*p, {}, s, deviceMs, r, "kept_");
     const cuda::ProgramStats& st = p->stats();
-    r.add("kernels", st.kernels).add("launches", st.launches).add("blas_calls", st.blasCalls);
+    r.add("kernels", st.kernels).add("launches", st.launches).add("blas_calls", st.blasCalls).add("chains", st.chains);
     r.add("graph_nodes", static_cast<int64_t>(st.graphNodes)).add("device_bytes", st.deviceBytes);
     r.add("input_bytes", inputBytes(g)).add("h2d_ms", uploadMs(inputBytes(g))).add("arch", st.arch);
   } catch (const std::exception& e) {

@@ -101,7 +101,12 @@ def main():
     ap.add_argument("--all", action="store_true", help="also list every implementation's median")
     ap.add_argument("--gpu", nargs=2, metavar=("KILN", "TORCH"),
                     help="the GPU benchmark's report from kiln_bench_gpu's and torch_gpu_anchor.py's JSON lines")
+    ap.add_argument("--chain-ab", nargs=2, metavar=("CHAINED", "SEPARATE"),
+                    help="kiln_bench_gpu's kiln-cuda lines with launch chains against those without (KILN_CUDA_CHAIN=0)")
     args = ap.parse_args()
+    if args.chain_ab:
+        import report_gpu
+        return report_gpu.chain_ab(args.chain_ab[0], args.chain_ab[1])
     if args.gpu:
         import report_gpu
         return report_gpu.report(args.gpu[0], args.gpu[1])

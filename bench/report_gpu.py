@@ -199,3 +199,28 @@ def report(kiln_path, torch_path):
     gemms(r)
     failures(r)
     return 0
+
+
+def chain_ab(chained_path, separate_path):
+    """kiln-cuda with launch chains (KILN_CUDA_CHAIN=1, the default) against the same run without
+    them (KILN_CUDA_CHAIN=0): one row per workload of both files."""
+    def cuda_records(path):
+        out = {}
+        for rec in read_records([path]):
+            if rec.get("impl") == "kiln-cuda" and "ms" in rec:
+                out.setdefault(rec["workload"], rec)
+        return out
+    a, b = cuda_records(chained_path), cuda_records(separate_path)
+    print("| workload | launches | chains | kept ms | kept device ms | ms | device ms | kept: separate / chained |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for w in a:
+        if w not in b:
+            continue
+        x, y = a[w], b[w]
+        def pair(key):
+            return f"{fmt_ms(y.get(key))} → {fmt_ms(x.get(key))}"
+        print(f"| {w} | {y.get('launches', '–')} → {x.get('launches', '–')} | {x.get('chains', '–')} | "
+              f"{pair('kept_ms')} | {pair('kept_device_ms')} | {pair('ms')} | {pair('device_ms')} | "
+              f"{times(ratio(y.get('kept_ms'), x.get('kept_ms')))} |")
+    return 0
+

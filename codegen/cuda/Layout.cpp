@@ -1,5 +1,6 @@
 #include "codegen/cuda/Layout.h"
 
+#include "codegen/cuda/Chain.h"
 #include "kernels/Placement.h"
 #include "support/Error.h"
 
@@ -40,7 +41,7 @@ uint32_t dim(int64_t v, const char* what, const std::string& entry) {
 
 }  // namespace
 
-ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt, int64_t blasMinMacs) {
+ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt, int64_t blasMinMacs, bool chain) {
   ProgramLayout L;
   L.sm = sm;
   L.blasLt = blasLt;
@@ -121,6 +122,10 @@ ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt, int64_t
     c.staged = c.value.kind == Location::Kind::Param || c.value.kind == Location::Kind::Input;
     c.bytes = u.value->type.bytes();
     L.updates.push_back(c);
+  }
+  if (chain) {
+    L.updatesFolded = foldUpdates(L);
+    L.chains = chainLaunches(L);
   }
   return L;
 }

@@ -90,6 +90,9 @@ struct ProgramLayout {
   int64_t arenaBytes = 0;
   int64_t scratchBytes = 0;  // the largest kernel's scratch areas, each aligned to kDeviceAlign
   int launches = 0, blasCalls = 0;
+  /// Launch chains (Chain.h) among the steps, and whether the update copies are a launch.
+  int chains = 0;
+  bool updatesFolded = false;
   double lowerMs = 0, renderMs = 0;
 
   /// Whether any step is a cuBLASLt product.
@@ -100,8 +103,9 @@ struct ProgramLayout {
 /// renders its kernels for SM `sm` (80 or 90) and places every buffer. Throws kiln::Error naming the
 /// kernel that cannot be rendered.
 /// With blasLt, matmuls of fewer multiply-adds than blasMinMacs still take the generated GEMM
-/// (RenderOptions::blasMinMacs).
+/// (RenderOptions::blasMinMacs). With `chain`, the update copies become one launch where they can
+/// and runs of small launches become launch chains (Chain.h).
 ProgramLayout layoutProgram(const ir::Graph& graph, int sm, bool blasLt = true,
-                            int64_t blasMinMacs = RenderOptions::kBlasMinMacs);
+                            int64_t blasMinMacs = RenderOptions::kBlasMinMacs, bool chain = true);
 
 }  // namespace kiln::cuda

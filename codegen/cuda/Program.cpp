@@ -338,13 +338,20 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
     if (r == "cublaslt") blasLt = true, blasMinMacs = 0;
     if (r == "generated") blasLt = false;
   }
-  I.layout = layoutProgram(I.graph, sm >= 90 ? 90 : 80, blasLt, blasMinMacs);
+  bool chain = options.chain && !options.profile;
+  if (const char* c = std::getenv("KILN_CUDA_CHAIN"); c && *c) {
+    const std::string v = c;
+    KILN_CHECK(v == "0" || v == "1", "KILN_CUDA_CHAIN='{}': expected 0 or 1", v);
+    chain = v == "1" && !options.profile;
+  }
+  I.layout = layoutProgram(I.graph, sm >= 90 ? 90 : 80, blasLt, blasMinMacs, chain);
   const ProgramLayout& L = I.layout;
   I.stats.lowerMs = L.lowerMs;
   I.stats.renderMs = L.renderMs;
   I.stats.kernels = static_cast<int>(L.kernels.size());
   I.stats.launches = L.launches;
   I.stats.blasCalls = L.blasCalls;
+  I.stats.chains = L.chains;
   I.stats.arenaBytes = L.arenaBytes;
   I.stats.scratchBytes = L.scratchBytes;
   // NVRTC, in parts side by side (one when dumping: program.ptx is the whole program's), a module

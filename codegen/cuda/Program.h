@@ -48,6 +48,10 @@ struct ProgramOptions {
   int64_t blasMinMacs = RenderOptions::kBlasMinMacs;
   /// Replay runs as a CUDA graph from the second run on.
   bool graphs = true;
+  /// Update copies as one launch and runs of small launches as launch chains (Chain.h); off when
+  /// profiling (each kernel keeps its own launches). The environment variable KILN_CUDA_CHAIN=0|1
+  /// overrides it.
+  bool chain = true;
   /// Time every kernel (kernelMicros): runs then enqueue their steps on the stream with a CUDA event
   /// after each kernel's last step, never as a graph, so each kernel's time is the device time from
   /// the previous kernel's end to its own, the launch gap included.
@@ -64,6 +68,7 @@ struct ProgramOptions {
 struct ProgramStats {
   int kernels = 0;              // kernel descriptions
   int launches = 0, blasCalls = 0;  // steps of one run
+  int chains = 0;                   // launch chains among them (Chain.h)
   double lowerMs = 0, renderMs = 0;
   double nvrtcMs = 0;           // 0 on a cache hit; the parts' compiles side by side, wall time
   int parts = 1;                // NVRTC translation units, one module each

@@ -10,6 +10,7 @@
 #include "FakeCudaDriver.h"
 
 #include "codegen/cpu/Program.h"
+#include "codegen/cuda/Chain.h"
 #include "codegen/cuda/Layout.h"
 #include "codegen/cuda/Program.h"
 #include "ir/OpInfo.h"
@@ -51,8 +52,10 @@ KilnFakeCuda& fake() {
 /// A program's kernels on the host emulator, run launch by launch from the fake driver.
 class EmulatedDevice {
  public:
-  explicit EmulatedDevice(const ir::Graph& g, passes::Precision precision = passes::Precision::F32)
-      : compiled_(passes::compiledCopy(g, precision, "")), layout_(cuda::layoutProgram(compiled_, 80, false)) {
+  /// `chain`: as the layout of the programs it runs (cuda::ProgramOptions::chain; off when profiling).
+  explicit EmulatedDevice(const ir::Graph& g, passes::Precision precision = passes::Precision::F32, bool chain = true)
+      : compiled_(passes::compiledCopy(g, precision, "")),
+        layout_(cuda::layoutProgram(compiled_, 80, false, cuda::RenderOptions::kBlasMinMacs, chain)) {
     for (const cuda::StepLayout& s : layout_.steps) args_[s.entry] = s.args.size();
     // What the emulator's harness lacks (it serves the kernel tests, which need less), placed
     // before the first kernel: __noinline__ (the parts of multi kernels) and the warp broadcast
@@ -449,7 +452,7 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
     } else {
       g = zooTrainStep(model, 2);
     }
-    EmulatedDevice device(g);
+    EmulatedDevice device(g, passes::Precision::F32, /*chain=*/false);  // a profiled program has no chains
     std::unique_ptr<cuda::Program> program;
     ASSERT_NO_THROW(program = emulatedProgram(g, true));
     std::unique_ptr<cpu::Program> jit = cpu::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""));
@@ -475,6 +478,59 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
     program.reset();
     EXPECT_EQ(fake().events, 0) << "events outlive the program";
     EXPECT_EQ(fake().allocations, 0) << "device memory outlives the program";
+  }
+}
+
+// Launch chains (codegen/cuda/Chain.h): tiny_mlp's whole Adam step at batch 64 — products with
+// shared-memory tiles run by two groups side by side, reductions, the optimizer and the update
+// copies — is one launch of one block; mnist_mlp's keeps its large products apart and chains the
+// rest. Both run as the CPU JIT does, step after step, and as the same programs without chains.
+TEST_F(AotCudaEmulated, SmallKernelsRunAsLaunchChains) {
+  for (const auto& [model, batch] : {std::pair<std::string, int64_t>{"tiny_mlp", 64}, {"mnist_mlp", 100}}) {
+    SCOPED_TRACE(model);
+    const ir::Graph g = zooTrainStep(model, batch);
+    const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::F32, "");
+    const cuda::ProgramLayout plain = cuda::layoutProgram(compiled, 80, false, cuda::RenderOptions::kBlasMinMacs, false);
+    const cuda::ProgramLayout chained = cuda::layoutProgram(compiled, 80, false);
+    EXPECT_EQ(plain.chains, 0);
+    EXPECT_FALSE(plain.updatesFolded);
+    EXPECT_GE(plain.updates.size(), 4u);
+    EXPECT_GE(chained.chains, 1);
+    EXPECT_TRUE(chained.updatesFolded);
+    EXPECT_TRUE(chained.updates.empty());
+    EXPECT_LT(chained.launches, plain.launches);
+    if (model == "tiny_mlp") {
+      EXPECT_EQ(chained.launches, 1);
+      ASSERT_EQ(chained.steps.size(), 1u);
+      EXPECT_EQ(chained.steps[0].block[0], static_cast<uint32_t>(cuda::kChainThreads));
+      EXPECT_EQ(chained.steps[0].grid[0], 1u);
+    }
+    std::unique_ptr<cpu::Program> jit = cpu::Program::compile(compiled);
+    std::unique_ptr<cuda::Program> withChains, without;
+    {
+      EmulatedDevice device(g);
+      ASSERT_NO_THROW(withChains = emulatedProgram(g, false));
+      EXPECT_EQ(withChains->stats().chains, chained.chains);
+      for (int run = 0; run < 3; ++run) {
+        interp::TensorMap in = modelInputs(g, 90 + static_cast<uint64_t>(run));
+        kiln::testing::expectClose(jit->run(in), withChains->run(in), fmt::format("run {}", run), 1.0, 1.0);
+        kiln::testing::expectClose(jit->params(), withChains->params(), fmt::format("run {} parameters", run), 1.0, 1.0);
+        EXPECT_EQ(device.error(), "");
+      }
+    }
+    {
+      EmulatedDevice device(g, passes::Precision::F32, false);
+      cuda::ProgramOptions options;
+      options.blasLt = false;
+      options.graphs = false;
+      options.chain = false;
+      ASSERT_NO_THROW(without = cuda::Program::compile(compiled, options));
+      EXPECT_EQ(without->stats().chains, 0);
+      EXPECT_EQ(without->stats().launches, plain.launches);
+      interp::TensorMap in = modelInputs(g, 90);
+      EXPECT_EQ(device.error(), "");
+      (void)without->run(in);
+    }
   }
 }
 

@@ -26,7 +26,9 @@ const char* kHarnessHead = R"(#include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -41,6 +43,22 @@ static thread_local dim3 threadIdx, blockIdx;
 static dim3 gridDim, blockDim;
 static std::barrier<>* kiln_emu_block;
 static void __syncthreads() { kiln_emu_block->arrive_and_wait(); }
+#define __noinline__ __attribute__((noinline))
+// The named barriers of launch chains (bar.sync id, n): a barrier of n threads per (id, n).
+static std::mutex kiln_emu_named_mutex;
+static std::map<std::pair<unsigned, unsigned>, std::unique_ptr<std::barrier<>>> kiln_emu_named;
+static void kiln_sync(unsigned id, unsigned n) {
+  std::barrier<>* b;
+  {
+    std::lock_guard<std::mutex> lock(kiln_emu_named_mutex);
+    std::unique_ptr<std::barrier<>>& slot = kiln_emu_named[{id, n}];
+    if (!slot) slot = std::make_unique<std::barrier<>>(n);
+    b = slot.get();
+  }
+  b->arrive_and_wait();
+}
+// A chain's shared memory (one block runs at a time).
+alignas(16) static unsigned char kiln_smem[48 << 10];
 // A warp-wide operation: every lane deposits its operands, the last to arrive computes every lane's
 // results (the barrier's completion step), then all lanes continue: one barrier phase per operation.
 struct KilnWarp;

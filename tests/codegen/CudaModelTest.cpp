@@ -58,9 +58,9 @@ ir::Graph inferenceGraph(const std::string& name, int64_t batch) {
 
 /// The Adam training step of `name` at batch 3 under `precision`. The step carries its amp casts
 /// (and f16 loss scaling), so it is compiled with the f32 pipeline, as `kiln train` does.
-ir::Graph trainingStep(const std::string& name, Precision precision) {
+ir::Graph trainingStep(const std::string& name, Precision precision, int64_t batch = 3) {
   ZooOptions o;
-  o.batch = 3;
+  o.batch = batch;
   ir::Graph g = buildZooModel(name, o);
   passes::TrainingStepOptions to;
   to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
@@ -348,6 +348,47 @@ TEST_F(CudaBackendTest, TrainingStepsReplayAsCudaGraphsBitForBit) {
     expectIdentical(plain->params(), replayed->params(), what + " parameters after 5 steps");
     EXPECT_GT(replayed->stats().graphNodes, 0u) << what << ": no CUDA graph was captured";
     EXPECT_EQ(plain->stats().graphNodes, 0u) << what << ": graphs=false captured one";
+  }
+}
+
+// Launch chains (codegen/cuda/Chain.h): each phase runs its launch's own code on the same blocks,
+// and the update launch copies bits, so a chained program computes bit for bit what the same
+// program with a launch per kernel and memcpy updates does — replayed as CUDA graphs, step after
+// step: the MLPs at the batches of the benchmarks (tiny_mlp's whole step one launch), every zoo
+// model at batch 3 (nearly every kernel small), the cnn in bf16.
+TEST_F(CudaBackendTest, LaunchChainsComputeWhatSeparateLaunchesDo) {
+  struct Case {
+    std::string name;
+    Precision precision;
+    int64_t batch;
+  };
+  std::vector<Case> cases = {{"tiny_mlp", Precision::F32, 64}, {"mnist_mlp", Precision::F32, 100},
+                             {"cnn", Precision::BF16, 3}};
+  for (const std::string& m : zooModelNames()) cases.push_back({m, Precision::F32, 3});
+  for (const Case& c : cases) {
+    const std::string what = fmt::format("{} {} batch {}", c.name, passes::precisionName(c.precision), c.batch);
+    SCOPED_TRACE(what);
+    ir::Graph g = trainingStep(c.name, c.precision, c.batch);
+    cuda::ProgramOptions separate;
+    separate.chain = false;
+    std::unique_ptr<cuda::Program> chained, plain;
+    try {
+      chained = compileCuda(g);
+      plain = compileCuda(g, separate);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": " << e.what();
+      continue;
+    }
+    EXPECT_EQ(plain->stats().chains, 0) << what;
+    if (c.batch > 3) {
+      EXPECT_GE(chained->stats().chains, 1) << what;
+    }
+    EXPECT_LE(chained->stats().launches, plain->stats().launches) << what;
+    for (int run = 0; run < 3; ++run) {
+      interp::TensorMap in = modelInputs(g, 200 + static_cast<uint64_t>(run));
+      expectIdentical(plain->run(in), chained->run(in), fmt::format("{} run {}", what, run + 1));
+    }
+    expectIdentical(plain->params(), chained->params(), what + " parameters after 3 steps");
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "codegen/cuda/ExprEmitter.h"
 #include "codegen/cuda/Nvrtc.h"
+#include "codegen/cuda/Layout.h"
 #include "codegen/cuda/Render.h"
 #include "tests/codegen/CudaEmulation.h"
 #include "frontend/Zoo.h"
@@ -135,6 +136,17 @@ TEST(CudaRender, EveryZooKernelCompilesWithNvrtc) {
           }
           if (!fresh.empty())
             jobs.push_back({what, fmt::format("sm_{}", sm), cuda::programSource(r.kernels, fresh), fresh.size(), "", 0});
+          // The program's own layout adds the launch chains and the update launch (Chain.h): the
+          // kernels that hold them, as Program compiles them.
+          const cuda::ProgramLayout layout = cuda::layoutProgram(g, sm);
+          std::vector<size_t> holders;
+          for (const cuda::StepLayout& st : layout.steps)
+            if ((st.entry.ends_with("_chain") || st.entry.ends_with("_updates")) &&
+                seen.insert(std::to_string(sm) + ":" + layout.rendered[st.kernel].code).second)
+              holders.push_back(st.kernel);
+          if (!holders.empty())
+            jobs.push_back({what + "_chains", fmt::format("sm_{}", sm), cuda::programSource(layout.rendered, holders),
+                            holders.size(), "", 0});
         }
       }
   std::atomic<size_t> next{0};
