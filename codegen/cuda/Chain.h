@@ -1,5 +1,5 @@
-// Launch chains: a run of small kernels as one launch of one thread block (docs/KERNELS.md,
-// "Launch chains on the GPU").
+// Launch chains: a run of small kernels as one launch of one thread block (docs/ARCHITECTURE.md,
+// "CUDA code generation").
 //
 // A small training step on the GPU is a row of kernels that each do a few microseconds of work or
 // less, and each launch costs more than that: in a replayed CUDA graph every dependent kernel

@@ -220,8 +220,7 @@ class GemmWriter {
     c += "  };\n  auto storeStep = [&](int s) {\n";
     for (Operand* o : {&a_, &b_}) storeStep(*o);
     c += "  };\n";
-    // Every split runs the same number of steps (its last ones read zeros past K).
-    int64_t steps = ceilDiv(split() ? e_.chunk : f_.k, t_.bk);
+    const int64_t steps = this->steps();
     if (steps > 0) {
       c += "  loadStep(kb);\n  storeStep(0);\n  __syncthreads();\n";
       c += fmt::format("  for (int kt = 0; kt < {}; ++kt) {{\n    const int s = kt & 1;\n", steps);
@@ -252,12 +251,19 @@ class GemmWriter {
   /// The element type in shared memory: compute values (SIMT) or the bits of f16/bf16 (MMA).
   std::string stageType() const { return t_.mma ? "unsigned short" : computeType(e_.acc); }
 
+  /// Steps along K of every block (every split runs as many; its last ones read zeros past K).
+  int64_t steps() const { return ceilDiv(split() ? e_.chunk : f_.k, t_.bk); }
+
+  /// Two stages (one filled while the other is read), one when a single step covers K.
   void sharedMemory() {
+    const int stages = steps() > 1 ? 2 : 1;
     for (const Operand* o : {&a_, &b_}) {
       if (t_.mma)
-        code_ += fmt::format("  __shared__ __align__(16) unsigned short {}s[2][{}][{}];\n", o->p, o->tileRows, t_.bk + 8);
+        code_ += fmt::format("  __shared__ __align__(16) unsigned short {}s[{}][{}][{}];\n", o->p, stages, o->tileRows,
+                             t_.bk + 8);
       else
-        code_ += fmt::format("  __shared__ __align__(16) {} {}s[2][{}][{}];\n", stageType(), o->p, t_.bk, o->tileRows + 4);
+        code_ += fmt::format("  __shared__ __align__(16) {} {}s[{}][{}][{}];\n", stageType(), o->p, stages, t_.bk,
+                             o->tileRows + 4);
     }
   }
 
@@ -465,9 +471,23 @@ Tile chooseTile(const kernels::GemmForm& f, DType operand, int sm) {
   std::stable_sort(tiles.begin(), tiles.end(), [&](const Tile& x, const Tile& y) {
     return x.bm * x.bn != y.bm * y.bn ? x.bm * x.bn > y.bm * y.bn : used(x) > used(y);
   });
+  Tile chosen = tiles.back();
   for (const Tile& t : tiles)
-    if (tileCount(f, t) >= kWave * 3 / 4) return t;
-  return tiles.back();
+    if (tileCount(f, t) >= kWave * 3 / 4) {
+      chosen = t;
+      break;
+    }
+  if (!chosen.mma) chosen.bk = simtStep(f, chosen, operand);
+  return chosen;
+}
+
+int simtStep(const kernels::GemmForm& f, const Tile& t, DType operand) {
+  // Each step is a round trip to memory the block waits for: a short K in one or two steps.
+  int bk = f.k <= 16 ? 16 : f.k <= 32 ? 32 : f.k <= 64 ? 64 : f.k <= 256 ? 32 : 16;
+  const int64_t elem = operand == DType::f64 || isInteger(operand) || operand == DType::boolean ? 8 : 4;
+  auto bytes = [&](int k) { return (f.k > k ? 2 : 1) * k * (t.bm + t.bn + 8) * elem; };
+  while (bk > 16 && bytes(bk) > 48 * 1024) bk /= 2;
+  return bk;
 }
 
 int64_t tileCount(const kernels::GemmForm& f, const Tile& t) { return f.batch * ceilDiv(f.m, t.bm) * ceilDiv(f.n, t.bn); }

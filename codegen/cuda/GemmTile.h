@@ -33,8 +33,14 @@ std::vector<Tile> candidateTiles(DType operand, int sm);
 
 /// The tile for form `f`: among the candidates no larger than the problem (rounded up to 32), the
 /// largest whose grid has at least three quarters of a wave of blocks (132 SMs of an H100), equal
-/// areas ordered by the share of the padded tiles that is real work; else the smallest.
+/// areas ordered by the share of the padded tiles that is real work; else the smallest. A SIMT
+/// tile's K step is simtStep's.
 Tile chooseTile(const kernels::GemmForm& f, DType operand, int sm);
+
+/// The K step of SIMT tile `t` for form `f`: 16, widened to 32 or 64 for a short K (K ≤ 64 in one
+/// step, K ≤ 256 in steps of 32: each step is a memory round trip the block waits for) while both
+/// stages (one when a single step covers K) fit in 48 KiB of shared memory.
+int simtStep(const kernels::GemmForm& f, const Tile& t, DType operand);
 
 /// Tiles of the result: batch × ⌈M / bm⌉ × ⌈N / bn⌉ (the grid has one block per tile and split).
 int64_t tileCount(const kernels::GemmForm& f, const Tile& t);

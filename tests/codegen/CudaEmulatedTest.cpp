@@ -323,17 +323,26 @@ TEST(CudaEmulated, ContractionsMatchTheInterpreter) {
          fmt::format("{} conv2d_grad_weight split over K", t), gemmTol(*parseDType(t), 2048));
   s.add(pipelined(graph("i32[4,3000]", "i32[3000,5]", "%r = matmul(%a, %b) : i32[4,5]")), "i32 matmul split over K", 0,
         renderGenerated, false, 7);
-  // Every tile, on problems with tails in M, N and K.
+  // Every tile, on problems with tails in M, N and K; the smaller SIMT tiles also with the wider K
+  // steps of a short K (gemm::simtStep): K = 40 in two steps of 32 and in one of 64 (one stage).
   for (const char* t : {"f32", "f64", "bf16"}) {
     DType dt = *parseDType(t);
-    for (const cuda::gemm::Tile& tile : cuda::gemm::candidateTiles(dt, 90)) {
+    std::vector<cuda::gemm::Tile> tiles = cuda::gemm::candidateTiles(dt, 90);
+    for (const cuda::gemm::Tile& tile : cuda::gemm::candidateTiles(dt, 90))
+      if (!tile.mma && tile.bm <= 64 && tile.bn <= 64)
+        for (int bk : {32, 64}) {
+          cuda::gemm::Tile wide = tile;
+          wide.bk = bk;
+          tiles.push_back(wide);
+        }
+    for (const cuda::gemm::Tile& tile : tiles) {
       std::string text = graph(fmt::format("{}[{},40]", t, tile.bm - 3), fmt::format("{}[40,{}]", t, tile.bn - 5),
                                fmt::format("%r = matmul(%a, %b) : {}[{},{}]", t, tile.bm - 3, tile.bn - 5));
-      s.add(pipelined(text), fmt::format("{} tile {}x{}", t, tile.bm, tile.bn), gemmTol(dt, 40),
+      s.add(pipelined(text), fmt::format("{} tile {}x{}x{}", t, tile.bm, tile.bn, tile.bk), gemmTol(dt, 40),
             [tile](const kernels::Kernel& k) { return cuda::gemm::renderGeneratedGemm(k, tile); });
       std::string conv = graph(fmt::format("{}[1,4,9,10]", t), fmt::format("{}[6,4,3,3]", t),
                                fmt::format("%r = conv2d(%a, %b) {{padding=[1,1]}} : {}[1,6,9,10]", t));
-      s.add(pipelined(conv), fmt::format("{} conv tile {}x{}", t, tile.bm, tile.bn), gemmTol(dt, 36),
+      s.add(pipelined(conv), fmt::format("{} conv tile {}x{}x{}", t, tile.bm, tile.bn, tile.bk), gemmTol(dt, 36),
             [tile](const kernels::Kernel& k) { return cuda::gemm::renderGeneratedGemm(k, tile); });
     }
   }
