@@ -163,10 +163,16 @@ std::optional<Member> asMember(const ProgramLayout& L, size_t ki, const std::vec
   for (const char* word : {"threadIdx.y", "threadIdx.z", "blockIdx.y", "blockIdx.z", "gridDim.y", "gridDim.z",
                            "blockDim", "extern __shared__", "kiln_bx", "kiln_gx", "kiln_grp", "kiln_smem", "kiln_slice"})
     if (count(code, word) != 0) return std::nullopt;
-  // Rewrite the entries from the last (offsets stay valid), then the thread index everywhere.
+  // Rewrite the entries from the last in the code (offsets stay valid; an entry launched twice
+  // is not rewritten twice: not chained), then the thread index everywhere.
+  std::vector<Phase*> byPosition;
+  for (Phase& p : m.phases) byPosition.push_back(&p);
+  std::sort(byPosition.begin(), byPosition.end(), [](const Phase* a, const Phase* b) { return a->text.begin > b->text.begin; });
+  for (size_t i = 1; i < byPosition.size(); ++i)
+    if (byPosition[i]->text.begin == byPosition[i - 1]->text.begin) return std::nullopt;
   std::string out = code;
-  for (size_t i = m.phases.size(); i-- > 0;) {
-    Phase& p = m.phases[i];
+  for (Phase* q : byPosition) {
+    Phase& p = *q;
     std::string body = code.substr(p.text.bodyBegin, p.text.end - p.text.bodyBegin);
     const size_t syncs = count(body, "__syncthreads");
     p.shared = count(body, "__shared__") != 0;
