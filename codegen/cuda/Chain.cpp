@@ -341,6 +341,16 @@ int chainLaunches(ProgramLayout& L) {
   int chains = 0;
   std::vector<Member> run;
   size_t runLaunches = 0;
+  std::vector<Location> runArgs;  // the distinct buffers of the run: the chain's parameters
+  auto newArgs = [&](const Member& m) {
+    std::vector<Location> fresh;
+    for (const Phase& p : m.phases)
+      for (const Location& at : p.step->args)
+        if (std::find(runArgs.begin(), runArgs.end(), at) == runArgs.end() &&
+            std::find(fresh.begin(), fresh.end(), at) == fresh.end())
+          fresh.push_back(at);
+    return fresh;
+  };
   auto flush = [&] {
     if (runLaunches >= 2) {
       buildChain(L, run, steps);
@@ -351,13 +361,18 @@ int chainLaunches(ProgramLayout& L) {
     }
     run.clear();
     runLaunches = 0;
+    runArgs.clear();
   };
   for (size_t k = 0; k < L.kernels.size(); ++k) {
-    if (!member[k] || runLaunches + member[k]->phases.size() > kChainMaxLaunches) flush();
+    if (!member[k] || runLaunches + member[k]->phases.size() > kChainMaxLaunches ||
+        runArgs.size() + newArgs(*member[k]).size() > kChainMaxArgs)
+      flush();
     if (!member[k]) {
       for (const StepLayout* s : byKernel[k]) steps.push_back(*s);
       continue;
     }
+    const std::vector<Location> fresh = newArgs(*member[k]);
+    runArgs.insert(runArgs.end(), fresh.begin(), fresh.end());
     runLaunches += member[k]->phases.size();
     run.push_back(std::move(*member[k]));
   }

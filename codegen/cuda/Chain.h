@@ -22,7 +22,8 @@
 //
 // A kernel joins a chain when all its steps are launches of at most kChainThreads threads with no
 // dynamic shared memory and it is small (kChainMaxFlops, kChainMaxBytes, at most kChainMaxRounds
-// rounds of its virtual blocks); a chain holds two launches or more, at most kChainMaxLaunches. Free of CUDA and of any device:
+// rounds of its virtual blocks); a chain holds two launches or more, at most kChainMaxLaunches and
+// kChainMaxArgs distinct buffers. Free of CUDA and of any device:
 // the layout (and so `kiln aot --target cuda`) holds the chains.
 #pragma once
 
@@ -37,6 +38,8 @@ constexpr double kChainMaxFlops = 1 << 20;
 constexpr int64_t kChainMaxBytes = int64_t{1} << 18;
 constexpr int64_t kChainMaxRounds = 8;
 constexpr size_t kChainMaxLaunches = 32;
+/// Pointer parameters of a chain: 4000 bytes, within the 4 KiB every architecture takes.
+constexpr size_t kChainMaxArgs = 500;
 
 /// Replaces L.updates by one launch after the last step (attributed to the last kernel, its code
 /// appended to that kernel's) when there are two copies or more, none is staged and no output is a
