@@ -14,6 +14,8 @@
 //   4. the update copies: first, for each staged update, value → its staging buffer; then, for
 //      every update, the value (or its staging buffer) → the parameter. A value that is itself a
 //      parameter or an input is staged, so no copy reads a parameter another copy overwrote.
+//      With launch chains (Chain.h foldUpdates), where no copy is staged and no output is a
+//      parameter, the copies are instead one launch among the steps and `updates` is empty.
 //
 // Free of CUDA headers and of any device.
 #pragma once

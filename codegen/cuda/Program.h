@@ -16,8 +16,9 @@
 //            are checked against the device's free memory.
 //   run      copies the inputs it is given to the device (through pinned buffers; inputs that
 //            keepInputs keeps on the device may be left out), runs every step — kernel
-//            launches and cuBLASLt products — on one stream, copies the new parameter values over
-//            the parameters (device to device) and the outputs back. The first run executes the
+//            launches (runs of small ones as launch chains, Chain.h) and cuBLASLt products — on
+//            one stream, copies the new parameter values over the parameters (device to device,
+//            or one launch after the steps) and the outputs back. The first run executes the
 //            steps directly (cuBLASLt plans are built, shared-memory limits raised); from the
 //            second on, the whole run — uploads, steps, updates, downloads — replays as one CUDA
 //            graph (captured again when a run gives another set of inputs than the capture's):

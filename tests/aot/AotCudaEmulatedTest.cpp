@@ -530,6 +530,18 @@ TEST_F(AotCudaEmulated, SmallKernelsRunAsLaunchChains) {
       interp::TensorMap in = modelInputs(g, 90);
       EXPECT_EQ(device.error(), "");
       (void)without->run(in);
+      // The environment variable overrides the option, and says what it takes.
+      options.chain = true;
+      ::setenv("KILN_CUDA_CHAIN", "0", 1);
+      EXPECT_EQ(cuda::Program::compile(compiled, options)->stats().chains, 0);
+      ::setenv("KILN_CUDA_CHAIN", "2", 1);
+      try {
+        cuda::Program::compile(compiled, options);
+        ADD_FAILURE() << "KILN_CUDA_CHAIN=2 was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("KILN_CUDA_CHAIN='2': expected 0 or 1"), std::string::npos) << e.what();
+      }
+      ::unsetenv("KILN_CUDA_CHAIN");
     }
   }
 }

@@ -115,7 +115,8 @@ TEST(CudaRender, EveryZooKernelCompilesWithNvrtc) {
   std::vector<std::string> unrendered;
   // A kernel whose code, its name aside, an earlier program holds for the same architecture is
   // the same work for NVRTC (the Adam updates, the elementwise kernels the models share): each
-  // program keeps only the kernels not seen before (1562 of 4162 here, NVRTC 62 → 44 s).
+  // program keeps only the kernels not seen before (1562 of 4162 here, NVRTC 62 → 44 s). The
+  // kernels are the layout's, as Program compiles them: launch chains hold their members' code.
   std::set<std::string> seen;
   size_t rendered = 0;
   for (const std::string& model : zooModelNames())
@@ -126,27 +127,21 @@ TEST(CudaRender, EveryZooKernelCompilesWithNvrtc) {
         for (int sm : {80, 90}) {
           RenderResult r = renderAll(g, "", sm);
           if (sm == 80) unrendered.insert(unrendered.end(), r.failures.begin(), r.failures.end());
+          // What Program compiles: the layout's kernels, with its launch chains and update launch
+          // (Chain.h) — a chain's members' code moves to the kernel holding it.
+          std::vector<cuda::RenderedKernel> kernels = r.kernels;
+          if (r.failures.empty()) kernels = cuda::layoutProgram(g, sm).rendered;
           rendered += r.kernels.size();
           std::vector<size_t> fresh;
-          for (size_t i = 0; i < r.kernels.size(); ++i) {
-            std::string key = std::to_string(sm) + ":" + r.kernels[i].code;
-            for (size_t at = 0; (at = key.find(r.kernels[i].name, at)) != std::string::npos;)
-              key.replace(at, r.kernels[i].name.size(), "K");
+          for (size_t i = 0; i < kernels.size(); ++i) {
+            if (kernels[i].code.empty()) continue;
+            std::string key = std::to_string(sm) + ":" + kernels[i].code;
+            for (size_t at = 0; (at = key.find(kernels[i].name, at)) != std::string::npos;)
+              key.replace(at, kernels[i].name.size(), "K");
             if (seen.insert(std::move(key)).second) fresh.push_back(i);
           }
           if (!fresh.empty())
-            jobs.push_back({what, fmt::format("sm_{}", sm), cuda::programSource(r.kernels, fresh), fresh.size(), "", 0});
-          // The program's own layout adds the launch chains and the update launch (Chain.h): the
-          // kernels that hold them, as Program compiles them.
-          const cuda::ProgramLayout layout = cuda::layoutProgram(g, sm);
-          std::vector<size_t> holders;
-          for (const cuda::StepLayout& st : layout.steps)
-            if ((st.entry.ends_with("_chain") || st.entry.ends_with("_updates")) &&
-                seen.insert(std::to_string(sm) + ":" + layout.rendered[st.kernel].code).second)
-              holders.push_back(st.kernel);
-          if (!holders.empty())
-            jobs.push_back({what + "_chains", fmt::format("sm_{}", sm), cuda::programSource(layout.rendered, holders),
-                            holders.size(), "", 0});
+            jobs.push_back({what, fmt::format("sm_{}", sm), cuda::programSource(kernels, fresh), fresh.size(), "", 0});
         }
       }
   std::atomic<size_t> next{0};

@@ -283,11 +283,11 @@ TEST(CostModel, SmallProductsArePricedAsTheGeneratedGemm) {
   EXPECT_NEAR(blas.launchMicros, 1.5 + 10, 1e-9);  // the node and the smallest probe's floor
   EXPECT_DOUBLE_EQ(generated.computeMicros, blas.computeMicros);
 #if KILN_HAVE_CUDA
-  // The route comes from the CUDA renderer: one launch, K = 40 in steps of 16.
+  // The route comes from the CUDA renderer: one launch, K = 40 in one step (of 64: gemm::simtStep).
   const GpuRoute route = gpuRouteOf(ks[0], gpu);
   EXPECT_EQ(route.launches, 1);
   EXPECT_FALSE(route.blas);
-  EXPECT_EQ(route.kSteps, 3);
+  EXPECT_EQ(route.kSteps, 1);
   // A large product stays with cuBLASLt.
   auto big = kernelsOf("graph @g {\n  input %a : f32[1024,1024]\n  input %b : f32[1024,1024]\n"
                        "  %0 = matmul(%a, %b) : f32[1024,1024]\n  output %c = %0\n}\n");
