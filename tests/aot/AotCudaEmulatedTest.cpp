@@ -7,10 +7,10 @@
 // and the balance of contexts, allocations and modules. Results are compared with the CPU JIT
 // within the tolerances of the CUDA backend's tests.
 #include "AotCudaSupport.h"
+#include "AotCudaEmulation.h"
 #include "FakeCudaDriver.h"
 
 #include "codegen/cpu/Program.h"
-#include "codegen/cuda/Chain.h"
 #include "codegen/cuda/Layout.h"
 #include "codegen/cuda/Program.h"
 #include "ir/OpInfo.h"
@@ -37,80 +37,6 @@ namespace {
 constexpr int kOk = 0, kMemory = 4, kCuda = 7;
 constexpr int kLaunchFailed = 719;  // CUDA_ERROR_LAUNCH_FAILED
 
-/// The stand-in driver, loaded once per process by its path (its soname is libcuda.so.1).
-KilnFakeCuda& fake() {
-  static KilnFakeCuda* state = [] {
-    void* h = ::dlopen(KILN_FAKE_CUDA, RTLD_NOW | RTLD_GLOBAL);
-    if (!h) throw std::runtime_error(std::string("dlopen of the fake driver: ") + ::dlerror());
-    auto get = reinterpret_cast<KilnFakeCuda* (*)()>(::dlsym(h, "kiln_fake_cuda"));
-    if (!get) throw std::runtime_error("the fake driver has no kiln_fake_cuda");
-    return get();
-  }();
-  return *state;
-}
-
-/// A program's kernels on the host emulator, run launch by launch from the fake driver.
-class EmulatedDevice {
- public:
-  /// `chain`: as the layout of the programs it runs (cuda::ProgramOptions::chain; off when profiling).
-  explicit EmulatedDevice(const ir::Graph& g, passes::Precision precision = passes::Precision::F32, bool chain = true)
-      : compiled_(passes::compiledCopy(g, precision, "")),
-        layout_(cuda::layoutProgram(compiled_, 80, false, cuda::RenderOptions::kBlasMinMacs, chain)) {
-    for (const cuda::StepLayout& s : layout_.steps) args_[s.entry] = s.args.size();
-    // What the emulator's harness lacks (it serves the kernel tests, which need less), placed
-    // before the first kernel: __noinline__ (the parts of multi kernels) and the warp broadcast
-    // __shfl_sync, built like its __shfl_down_sync.
-    std::vector<cuda::RenderedKernel> rendered = layout_.rendered;
-    if (!rendered.empty()) rendered.front().code = cudatest::kEmulatorShim + rendered.front().code;
-    emulator_ = std::make_unique<cudatest::Emulator>(rendered);
-    KilnFakeCuda& f = fake();
-    f.launch = &EmulatedDevice::launch;
-    f.user = this;
-  }
-  ~EmulatedDevice() {
-    fake().launch = nullptr;
-    fake().user = nullptr;
-  }
-  const cuda::ProgramLayout& layout() const { return layout_; }
-  const std::string& error() const { return error_; }
-
- private:
-  static bool launch(void* user, const char* entry, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                     void** params) {
-    auto* d = static_cast<EmulatedDevice*>(user);
-    try {
-      auto it = d->args_.find(entry);
-      if (it == d->args_.end()) throw std::runtime_error(fmt::format("unknown entry {}", entry));
-      cuda::RenderedKernel r;
-      r.name = entry;
-      cuda::Step& s = r.steps.emplace_back();
-      s.launch.entry = entry;
-      for (int i = 0; i < 3; ++i) {
-        s.launch.grid[static_cast<size_t>(i)] = grid[i];
-        s.launch.block[static_cast<size_t>(i)] = static_cast<int32_t>(block[i]);
-      }
-      s.launch.sharedBytes = static_cast<int32_t>(shared);
-      std::vector<void*> buffers;
-      for (size_t a = 0; a < it->second; ++a) {
-        unsigned long long address = 0;
-        std::memcpy(&address, params[a], sizeof address);
-        buffers.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(address)));
-        s.launch.args.push_back(static_cast<cuda::BufferRef>(a));
-      }
-      d->emulator_->run(r, buffers, {});
-      return true;
-    } catch (const std::exception& e) {
-      d->error_ = fmt::format("launch of {}: {}", entry, e.what());
-      return false;
-    }
-  }
-
-  ir::Graph compiled_;
-  cuda::ProgramLayout layout_;
-  std::map<std::string, size_t> args_;
-  std::unique_ptr<cudatest::Emulator> emulator_;
-  std::string error_;
-};
 
 /// Nothing of a destroyed context is left in the driver.
 void expectBalanced(const std::string& what) {
@@ -123,20 +49,6 @@ void expectBalanced(const std::string& what) {
   EXPECT_EQ(f.streams, 0) << what << ": streams";
 }
 
-class AotCudaEmulated : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cudatest::emulationAvailable(&why)) GTEST_SKIP() << "no host emulation: " << why;
-    KilnFakeCuda& f = fake();
-    f.ccMajor = 9;
-    f.ccMinor = 0;
-    f.failAllocs = false;
-    f.failLaunch = 0;
-    f.pendingError = 0;
-    f.freeBytes = size_t(16) << 30;
-  }
-};
 
 class AotCudaEmulatedZoo : public AotCudaEmulated, public ::testing::WithParamInterface<std::string> {};
 // Training steps on the emulator without lstm and transformer (minutes each on 2 cores in CI; the
@@ -332,15 +244,6 @@ TEST_F(AotCudaEmulated, OutputsThatAreParametersReadThemBeforeTheUpdates) {
 // kiln's own CUDA program (the JIT) on the stand-in driver, without CUDA graphs or cuBLASLt: the
 // same launches as a library's, so its runs, the order of its output and update copies and its
 // per-kernel profile are checked without a GPU (the gpu label checks them on a device).
-/// kiln's own cuda::Program of `g` in f32 for the stand-in driver, which has neither cuBLASLt nor
-/// graphs.
-std::unique_ptr<cuda::Program> emulatedProgram(const ir::Graph& g, bool profile) {
-  cuda::ProgramOptions options;
-  options.blasLt = false;
-  options.graphs = false;
-  options.profile = profile;
-  return cuda::Program::compile(passes::compiledCopy(g, passes::Precision::F32, ""), options);
-}
 
 // Inputs and outputs of 2 MiB and more are staged on every thread of the pool
 // (rt::ThreadPool::copy): a 2.1 MB input, returned as the output (no kernel: host → pinned →
@@ -478,71 +381,6 @@ TEST_F(AotCudaEmulated, TheJitProgramRunsInOrderAndProfilesEveryKernel) {
     program.reset();
     EXPECT_EQ(fake().events, 0) << "events outlive the program";
     EXPECT_EQ(fake().allocations, 0) << "device memory outlives the program";
-  }
-}
-
-// Launch chains (codegen/cuda/Chain.h): tiny_mlp's whole Adam step at batch 64 — products with
-// shared-memory tiles run by two groups side by side, reductions, the optimizer and the update
-// copies — is one launch of one block; mnist_mlp's keeps its large products apart and chains the
-// rest. Both run as the CPU JIT does, step after step, and as the same programs without chains.
-TEST_F(AotCudaEmulated, SmallKernelsRunAsLaunchChains) {
-  for (const auto& [model, batch] : {std::pair<std::string, int64_t>{"tiny_mlp", 64}, {"mnist_mlp", 100}}) {
-    SCOPED_TRACE(model);
-    const ir::Graph g = zooTrainStep(model, batch);
-    const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::F32, "");
-    const cuda::ProgramLayout plain = cuda::layoutProgram(compiled, 80, false, cuda::RenderOptions::kBlasMinMacs, false);
-    const cuda::ProgramLayout chained = cuda::layoutProgram(compiled, 80, false);
-    EXPECT_EQ(plain.chains, 0);
-    EXPECT_FALSE(plain.updatesFolded);
-    EXPECT_GE(plain.updates.size(), 4u);
-    EXPECT_GE(chained.chains, 1);
-    EXPECT_TRUE(chained.updatesFolded);
-    EXPECT_TRUE(chained.updates.empty());
-    EXPECT_LT(chained.launches, plain.launches);
-    if (model == "tiny_mlp") {
-      EXPECT_EQ(chained.launches, 1);
-      ASSERT_EQ(chained.steps.size(), 1u);
-      EXPECT_EQ(chained.steps[0].block[0], static_cast<uint32_t>(cuda::kChainThreads));
-      EXPECT_EQ(chained.steps[0].grid[0], 1u);
-    }
-    std::unique_ptr<cpu::Program> jit = cpu::Program::compile(compiled);
-    std::unique_ptr<cuda::Program> withChains, without;
-    {
-      EmulatedDevice device(g);
-      ASSERT_NO_THROW(withChains = emulatedProgram(g, false));
-      EXPECT_EQ(withChains->stats().chains, chained.chains);
-      for (int run = 0; run < 3; ++run) {
-        interp::TensorMap in = modelInputs(g, 90 + static_cast<uint64_t>(run));
-        kiln::testing::expectClose(jit->run(in), withChains->run(in), fmt::format("run {}", run), 1.0, 1.0);
-        kiln::testing::expectClose(jit->params(), withChains->params(), fmt::format("run {} parameters", run), 1.0, 1.0);
-        EXPECT_EQ(device.error(), "");
-      }
-    }
-    {
-      EmulatedDevice device(g, passes::Precision::F32, false);
-      cuda::ProgramOptions options;
-      options.blasLt = false;
-      options.graphs = false;
-      options.chain = false;
-      ASSERT_NO_THROW(without = cuda::Program::compile(compiled, options));
-      EXPECT_EQ(without->stats().chains, 0);
-      EXPECT_EQ(without->stats().launches, plain.launches);
-      interp::TensorMap in = modelInputs(g, 90);
-      EXPECT_EQ(device.error(), "");
-      (void)without->run(in);
-      // The environment variable overrides the option, and says what it takes.
-      options.chain = true;
-      ::setenv("KILN_CUDA_CHAIN", "0", 1);
-      EXPECT_EQ(cuda::Program::compile(compiled, options)->stats().chains, 0);
-      ::setenv("KILN_CUDA_CHAIN", "2", 1);
-      try {
-        cuda::Program::compile(compiled, options);
-        ADD_FAILURE() << "KILN_CUDA_CHAIN=2 was accepted";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("KILN_CUDA_CHAIN='2': expected 0 or 1"), std::string::npos) << e.what();
-      }
-      ::unsetenv("KILN_CUDA_CHAIN");
-    }
   }
 }
 
