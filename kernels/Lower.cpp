@@ -56,6 +56,13 @@ bool isElementwise(const Node& n) {
   return (n.info().flags & ir::kElementwise) && !(n.info().flags & ir::kComposite) && !isViewOp(n.op);
 }
 
+ir::KernelKind defaultKind(const Node& n) {
+  if (isContraction(n.op)) return ir::KernelKind::Contraction;
+  if (isReduction(n.op)) return ir::KernelKind::Reduction;
+  if (isElementwise(n) || isViewOp(n.op) || isVirtualLeaf(n) || n.op == OpKind::Constant) return ir::KernelKind::Loop;
+  return ir::KernelKind::Op;
+}
+
 /// A tensor as affine functionals of its own coordinates: functional 0 is the flat index into the
 /// base, the others are padding bounds (valid where 0 <= value < limit).
 struct View {
@@ -647,17 +654,6 @@ bool isStridedView(const ir::Value& v) {
   if (!viewFromBase(&v, [](const Value*) { return true; }, base, view, &views).empty() || views == 0) return false;
   return !view.padded && !(base->kind == ir::ValueKind::Result && isVirtualLeaf(*base->producer));
 }
-
-namespace {
-
-ir::KernelKind defaultKind(const Node& n) {
-  if (isContraction(n.op)) return ir::KernelKind::Contraction;
-  if (isReduction(n.op)) return ir::KernelKind::Reduction;
-  if (isElementwise(n) || isViewOp(n.op) || isVirtualLeaf(n) || n.op == OpKind::Constant) return ir::KernelKind::Loop;
-  return ir::KernelKind::Op;
-}
-
-}  // namespace
 
 bool isViewOp(OpKind op) {
   switch (op) {
