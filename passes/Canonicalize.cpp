@@ -20,20 +20,10 @@ namespace {
 // chain, so a graph settles in a handful of sweeps (the zoo's training steps take three or four).
 constexpr int kMaxSweeps = 64;
 
-// Where each value of the old graph is still read: the indices of its live users (ascending, one
-// entry per operand slot) and how many outputs and updates name it.
+// Where each value of the old graph is read: how many operand slots of live nodes and how many
+// outputs and updates name it.
 struct Uses {
-  std::unordered_map<const Value*, std::vector<size_t>> users;
-  std::unordered_map<const Value*, int64_t> roots;
-
-  // Uses at or after node `index`, the node itself included.
-  int64_t from(const Value* v, size_t index) const {
-    int64_t n = 0;
-    if (auto r = roots.find(v); r != roots.end()) n += r->second;
-    if (auto u = users.find(v); u != users.end())
-      n += static_cast<int64_t>(u->second.end() - std::lower_bound(u->second.begin(), u->second.end(), index));
-    return n;
-  }
+  std::unordered_map<const Value*, int64_t> count;
 };
 
 std::vector<bool> liveNodes(const ir::Graph& g, Uses& uses) {
@@ -41,11 +31,11 @@ std::vector<bool> liveNodes(const ir::Graph& g, Uses& uses) {
   std::unordered_map<const Value*, bool> needed;
   for (const ir::Output& o : g.outputs()) {
     needed[o.value] = true;
-    ++uses.roots[o.value];
+    ++uses.count[o.value];
   }
   for (const ir::Update& u : g.updates()) {
     needed[u.value] = true;
-    ++uses.roots[u.value];
+    ++uses.count[u.value];
   }
   std::vector<bool> live(nodes.size(), false);
   for (size_t i = nodes.size(); i-- > 0;) {
@@ -55,7 +45,7 @@ std::vector<bool> liveNodes(const ir::Graph& g, Uses& uses) {
   }
   for (size_t i = 0; i < nodes.size(); ++i)
     if (live[i])
-      for (const Value* v : nodes[i]->operands) uses.users[v].push_back(i);
+      for (const Value* v : nodes[i]->operands) ++uses.count[v];
   return live;
 }
 
@@ -67,10 +57,13 @@ bool sweep(ir::Graph& g) {
 
   ir::Graph out(g.name());
   std::unordered_map<const Value*, Value*> map;  // old value → its replacement in `out`
-  std::unordered_map<const Value*, std::vector<const Value*>> preimages;  // and back
+  // For each value of `out`, the uses of the old values that map onto it by the nodes not yet
+  // rebuilt (and by outputs and updates): counted, not searched, so that a chain whose values all
+  // collapse onto one (neg of neg of …) stays linear.
+  std::unordered_map<const Value*, int64_t> pending;
   auto bind = [&](const Value* old, Value* now) {
     map[old] = now;
-    preimages[now].push_back(old);
+    if (auto u = uses.count.find(old); u != uses.count.end()) pending[now] += u->second;
   };
   for (Value* v : g.inputs()) bind(v, out.addInput(v->name, v->type, v->loc));
   for (const ir::Param& p : g.params()) bind(p.value, out.addParam(p.value->name, p.value->type, p.init, p.value->loc));
@@ -85,11 +78,10 @@ bool sweep(ir::Graph& g) {
       Value* now = map.at(v);
       // The node is its operand's only use when nothing built so far reads the operand and no old
       // value that maps onto it is read anywhere but here.
-      int64_t remaining = 0;
-      for (const Value* old : preimages.at(now)) remaining += uses.from(old, i);
       c.operands.push_back(now);
-      c.soleUse.push_back(rw.usesBuilt(now) == 0 && remaining == 1);
+      c.soleUse.push_back(rw.usesBuilt(now) == 0 && pending[now] == 1);
     }
+    for (const Value* v : node.operands) --pending[map.at(v)];
     rw.setLocation(node.loc);
     Value* v = rw.build(std::move(c));
     if (!node.result->name.empty() && v->kind == ir::ValueKind::Result && v->name.empty())

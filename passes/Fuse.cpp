@@ -23,6 +23,13 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
+/// The most nodes a kernel of fused elementwise work or a reduction holds (the zoo's largest holds
+/// 47; the optimizer's multi-tensor kernel is not limited). Each merge lowers the merged group to
+/// check it, so without a bound a chain of n nodes fused in n merges costs n² (a chain of 10000
+/// exp took a minute); past a few hundred ops a kernel is long straight-line code for LLVM and
+/// NVRTC to compile and gains nothing from holding more.
+constexpr size_t kMaxKernelNodes = 256;
+
 /// A cast of f16 or bf16 to f32, or of any of them to f64: its consumers read half the bytes (or
 /// less) when they widen the narrow value themselves (a bias gradient's sum of a bf16 ReLU
 /// gradient the next product needs anyway; the f64 columns of a thin matmul's outer products).
@@ -248,7 +255,18 @@ class Fuser {
       }
       return false;
     };
-    return reaches(a, b) || reaches(b, a);
+    // An edge between the groups rules out a path the other way: with it, that path would close a
+    // cycle in the group graph, which stays acyclic. So a producer and its consumer search only
+    // forward from the producer (what lies downstream of the consumer, the whole rest of a long
+    // chain, is never walked).
+    auto edge = [&](int from, int to) {
+      for (int m : members_[from])
+        for (int u : users_[m])
+          if (find(u) == to) return true;
+      return false;
+    };
+    const bool ab = edge(a, b), ba = !ab && edge(b, a);
+    return (!ba && reaches(a, b)) || (!ab && reaches(b, a));
   }
 
   std::string tryMerge(int a, int b, KernelKind forced = KernelKind::Loop, bool force = false) {
@@ -263,6 +281,8 @@ class Fuser {
           (ka == KernelKind::Reduction && kb == KernelKind::Contraction))
         return "a reduction cannot join a contraction's epilogue (the epilogue sees one element of the product at a time)";
       if (ka == KernelKind::Multi || kb == KernelKind::Multi) return "the multi-tensor update";
+      if (members_[a].size() + members_[b].size() > kMaxKernelNodes)
+        return fmt::format("the kernel would hold more than {} nodes", kMaxKernelNodes);
     }
     if (pathOutside(a, b)) return "another kernel lies on a path between them";
     if (!force) {

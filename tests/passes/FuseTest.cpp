@@ -137,6 +137,24 @@ TEST(Fuse, RandomGraphs) {
     }
 }
 
+TEST(Fuse, LongChainsSplitIntoBoundedKernels) {
+  // A chain of 1000 elementwise ops: kernels of at most 256 nodes (each merge lowers the merged
+  // group, so unbounded kernels made fusing a chain quadratic), computing what the unfused chain
+  // computes.
+  ir::Graph g("chain");
+  ir::Value* v = g.addInput("x", {DType::f32, {3, 5}});
+  for (int i = 0; i < 1000; ++i) v = g.addNode(i % 2 ? ir::OpKind::Sin : ir::OpKind::Tanh, {v}, {});
+  g.addOutput("y", v);
+  interp::TensorMap in = modelInputs(g), params;
+  interp::TensorMap want = interp::runPrimitives(g, in, params);
+  passes::fuse(g);
+  ASSERT_TRUE(ir::verifyGraph(g).empty()) << ir::verifyGraph(g)[0];
+  std::vector<kernels::Kernel> ks = kernels::lowerGraph(g);
+  EXPECT_EQ(ks.size(), 4u);
+  for (const std::vector<const ir::Node*>& step : ir::kernelSteps(g)) EXPECT_LE(step.size(), 256u);
+  expectSame(want, interp::runKernels(g, in, params), "chain");
+}
+
 TEST(Fuse, SoftmaxIsOneReductionKernel) {
   ir::Graph g = ir::parseGraph(R"(graph @softmax {
   input %x : f32[4,10]
