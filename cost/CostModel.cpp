@@ -246,6 +246,7 @@ class GemmModel {
             static_cast<double>(b.items) / t * s, s};
   }
   double micros(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    if (flopsOf(batch, m, n, k) <= 0) return 0;  // an empty product: only the call (its kernel's overhead)
     const Terms x = features(batch, m, n, k);
     double y = 0;
     for (size_t i = 0; i < kTerms; ++i) y += c_[i] * x[i];

@@ -348,6 +348,18 @@ MachineProfile machineProfile(const ProfileOptions& options) {
   auto say = [&](const std::string& s) {
     if (options.progress) options.progress(s);
   };
+  // A file there that is no machine profile at all (not a JSON object with a "cpu" entry: a model,
+  // a typo'd path) is never replaced by one; an older or damaged profile is.
+  bool mayReplace = true;
+  if (std::filesystem::exists(path)) {
+    std::string text;
+    try {
+      text = readTextFile(path);
+    } catch (const Error&) {
+    }
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    mayReplace = first != std::string::npos && text[first] == '{' && text.find("\"cpu\"") != std::string::npos;
+  }
   if (!options.remeasure && std::filesystem::exists(path)) {
     try {
       MachineProfile cached = profileFromJson(readTextFile(path), path);
@@ -373,9 +385,12 @@ MachineProfile machineProfile(const ProfileOptions& options) {
     if (p.gpus.empty()) say("gpu: " + why);
   }
   p.measureSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (options.save) {
+  if (options.save && !mayReplace) {
+    say(fmt::format("warning: not saving the profile: {} is there and is not a machine profile", path));
+  } else if (options.save) {
     try {
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+      if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
+        std::filesystem::create_directories(dir);
       writeFileAtomically(path, profileToJson(p));
       say("saved " + path);
     } catch (const std::exception& e) {

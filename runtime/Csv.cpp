@@ -41,6 +41,7 @@ std::string shown(std::string_view field) {
 
 CsvTable parseCsv(std::string_view text, std::string_view what, const CsvOptions& options, int64_t firstLine) {
   CsvTable table;
+  table.source = std::string(what);
   bool needHeader = options.header;
   int64_t lineNo = firstLine - 1;
   size_t pos = 0;
@@ -73,6 +74,7 @@ CsvTable parseCsv(std::string_view text, std::string_view what, const CsvOptions
       if (ec == std::errc::result_out_of_range) v = std::strtod(std::string(f).c_str(), nullptr);  // from_chars leaves v unset
       table.values.push_back(v);
     }
+    table.lines.push_back(lineNo);
     ++table.rows;
   }
   return table;
@@ -85,8 +87,8 @@ CsvTable readCsv(const std::string& path, const CsvOptions& options) {
 }
 
 HostTensor CsvTable::columns(int64_t begin, int64_t end, DType dtype) const {
-  KILN_CHECK(0 <= begin && begin <= end && end <= cols, "csv columns [{}, {}) out of range for a table of {} columns",
-             begin, end, cols);
+  KILN_CHECK(0 <= begin && begin <= end && end <= cols, "{}: columns [{}, {}) out of range for a table of {} columns",
+             source, begin, end, cols);
   HostTensor t(dtype, {rows, end - begin});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = begin; c < end; ++c) t.set(r * (end - begin) + (c - begin), at(r, c));
@@ -94,7 +96,7 @@ HostTensor CsvTable::columns(int64_t begin, int64_t end, DType dtype) const {
 }
 
 HostTensor CsvTable::column(int64_t col, DType dtype) const {
-  KILN_CHECK(0 <= col && col < cols, "csv column {} out of range for a table of {} columns", col, cols);
+  KILN_CHECK(0 <= col && col < cols, "{}: column {} out of range for a table of {} columns", source, col, cols);
   HostTensor t(dtype, {rows});
   for (int64_t r = 0; r < rows; ++r) {
     double v = at(r, col);
@@ -102,7 +104,8 @@ HostTensor CsvTable::column(int64_t col, DType dtype) const {
       double lo = dtype == DType::i32 ? -2147483648.0 : dtype == DType::boolean ? 0 : -9223372036854775808.0;
       double hi = dtype == DType::i32 ? 2147483647.0 : dtype == DType::boolean ? 1 : 9223372036854775807.0;
       KILN_CHECK(std::isfinite(v) && v == std::floor(v) && v >= lo && v <= hi,
-                 "csv row {} column {}: {} is not a valid {} value", r + 1, col + 1, v, dtypeName(dtype));
+                 "{}:{}: field {} is not a valid {} value: {}", source, lines.empty() ? r + 1 : lines[static_cast<size_t>(r)],
+                 col + 1, dtypeName(dtype), v);
     }
     t.set(r, v);
   }

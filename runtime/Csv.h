@@ -19,6 +19,8 @@ struct CsvOptions {
 
 struct CsvTable {
   std::vector<std::string> header;  // column names, when CsvOptions::header
+  std::string source;               // what errors call it: "'PATH'" for a file
+  std::vector<int64_t> lines;       // the line number of each row
   int64_t rows = 0;
   int64_t cols = 0;
   std::vector<double> values;  // row-major, rows * cols

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -35,17 +36,28 @@ std::vector<std::byte> readFileBytes(const std::string& path) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) KILN_THROW("cannot stat '{}': {}", path, osReason());
   if (S_ISDIR(st.st_mode)) KILN_THROW("cannot read '{}': it is a directory", path);
+  // A pipe or a device has no size to check: it is read up to kMaxStreamBytes (/dev/zero would
+  // otherwise fill the memory before anything could parse it).
+  const bool regular = S_ISREG(st.st_mode);
   std::vector<std::byte> out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
-  std::byte buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(f.fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      KILN_THROW("cannot read '{}': {}", path, osReason());
+  try {
+    if (regular) out.reserve(static_cast<size_t>(st.st_size));
+    std::byte buf[1 << 16];
+    while (true) {
+      ssize_t n = ::read(f.fd, buf, sizeof buf);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        KILN_THROW("cannot read '{}': {}", path, osReason());
+      }
+      if (n == 0) break;
+      if (!regular && out.size() + static_cast<size_t>(n) > kMaxStreamBytes)
+        KILN_THROW("cannot read '{}': it is not a regular file and gave more than {} MiB without ending", path,
+                   kMaxStreamBytes >> 20);
+      out.insert(out.end(), buf, buf + n);
     }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
+  } catch (const std::bad_alloc&) {
+    KILN_THROW("cannot read '{}': out of memory for its {} bytes", path,
+               regular ? static_cast<int64_t>(st.st_size) : static_cast<int64_t>(out.size()));
   }
   return out;
 }
@@ -55,7 +67,53 @@ std::string readTextFile(const std::string& path) {
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-void writeFileAtomically(const std::string& path, std::span<const std::byte> bytes) {
+namespace {
+
+/// Writes `bytes` through `path` as it is: a device, a pipe or a socket (nothing to replace).
+void writeThrough(const std::string& path, std::span<const std::byte> bytes) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (f.fd < 0) KILN_THROW("cannot write '{}': {}", path, osReason());
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      KILN_THROW("cannot write '{}': {}", path, osReason());
+    }
+    done += static_cast<size_t>(n);
+  }
+  int fd = f.fd;
+  f.fd = -1;
+  if (::close(fd) != 0) KILN_THROW("cannot write '{}': close failed: {}", path, osReason());
+}
+
+/// The file a chain of symbolic links at `path` ends in (`path` itself when it is none), so that
+/// the rename replaces that file and not the link.
+std::string linkTarget(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return p.string();
+    fs::path next = fs::read_symlink(p, ec);
+    if (ec) KILN_THROW("cannot write '{}': cannot read the link '{}': {}", path, p.string(), ec.message());
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  KILN_THROW("cannot write '{}': too many levels of symbolic links", path);
+}
+
+}  // namespace
+
+void writeFileAtomically(const std::string& requested, std::span<const std::byte> bytes) {
+  // What exists there and is not a regular file is written through, never replaced (as root,
+  // `-o /dev/null` would otherwise turn the device into a file); a link's target is replaced.
+  struct stat st {};
+  if (::stat(requested.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) KILN_THROW("cannot write '{}': it is a directory", requested);
+    writeThrough(requested, bytes);
+    return;
+  }
+  const std::string path = linkTarget(requested);
   static std::atomic<unsigned> counter{0};
   std::string tmp;
   Fd f;

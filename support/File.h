@@ -10,14 +10,19 @@
 
 namespace kiln {
 
+/// The most bytes read from a file that is not a regular one (a pipe, a device): 1 GiB.
+constexpr size_t kMaxStreamBytes = size_t{1} << 30;
+
 /// The bytes of a file. Throws kiln::Error "cannot open 'PATH': REASON", "cannot read 'PATH': it is
-/// a directory" and the like.
+/// a directory", out of memory or past kMaxStreamBytes from a stream (naming the file) and the like.
 std::vector<std::byte> readFileBytes(const std::string& path);
 /// The same as text.
 std::string readTextFile(const std::string& path);
 
 /// Writes `bytes` to a fresh temporary file next to `path`, flushes it to disk and renames it over
 /// `path`. On any failure the temporary file is removed, `path` is untouched, and kiln::Error says why.
+/// A symbolic link's target is what gets replaced (the link stays); a device, pipe or socket at
+/// `path` is written through as it is (/dev/null stays a device); a directory is an error.
 void writeFileAtomically(const std::string& path, std::span<const std::byte> bytes);
 void writeFileAtomically(const std::string& path, std::string_view text);
 

@@ -95,9 +95,9 @@ TEST(CsvErrors, MessagesNameLineAndField) {
               HasSubstr("t.csv:3: row has 1 fields, expected 2 (as in the first row)"));
   EXPECT_THAT(errorOf([] { parseCsv("a,b\n1,2,3\n", "t.csv", {.header = true}); }), HasSubstr("(as in the header)"));
   EXPECT_THAT(errorOf([] { parseCsv("1,,2\n", "t.csv"); }), HasSubstr("field 2 is not a number: ''"));
-  EXPECT_THAT(errorOf([] { parseCsv("1.5\n", "t.csv").column(0, DType::i64); }),
-              HasSubstr("csv row 1 column 1: 1.5 is not a valid i64 value"));
-  EXPECT_THAT(errorOf([] { parseCsv("1\n", "t.csv").columns(0, 2, DType::f32); }), HasSubstr("out of range"));
+  EXPECT_THAT(errorOf([] { parseCsv("2\n\n1.5\n", "t.csv").column(0, DType::i64); }),
+              HasSubstr("t.csv:3: field 1 is not a valid i64 value: 1.5"));
+  EXPECT_THAT(errorOf([] { parseCsv("1\n", "t.csv").columns(0, 2, DType::f32); }), HasSubstr("t.csv: columns [0, 2) out of range"));
 }
 
 TEST(DatasetErrors, MissingFashionMnistNamesPackageAndSetup) {

@@ -42,13 +42,14 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
                   "sapphirerapids, x86-64-v3, …; default native: this machine's); create checks the running CPU");
   cmd->add_option("--precision", o->precision, "f32, bf16 or f16 contractions (amp pass)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  cmd->add_option("--batch", o->batch, "batch size of a zoo model")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--seed", o->seed, "seed of a zoo model's parameter initializers");
+  CLI::Option* batchOpt =
+      cmd->add_option("--batch", o->batch, "batch size of a zoo model")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  CLI::Option* seedOpt = cmd->add_option("--seed", o->seed, "seed of a zoo model's parameter initializers");
   cmd->add_option("--weights", o->weights, "start from these parameters (safetensors; e.g. from kiln train --save)");
   cmd->add_flag("--embed-weights", o->embed, "also place the weights in the library (create needs no file)");
   cmd->add_option("--cc", o->cc, "the C compiler that links the library (default: $CC, else cc)");
   addDumpOption(cmd, o->dumpDir);
-  commands.emplace_back(cmd, [o] {
+  commands.emplace_back(cmd, [o, batchOpt, seedOpt] {
     aot::ExportOptions eo;
     eo.outDir = o->out;
     eo.name = o->name;
@@ -63,6 +64,7 @@ void addAotCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& comm
     if (file) {
       KILN_CHECK(!o->train, "--train applies to zoo models; a .kir file is exported as it is (export a training "
                             "step with `kiln export MODEL --train`)");
+      rejectZooOptions(o->model, {batchOpt, seedOpt});
       graph = ir::parseGraphFile(o->model);
       eo.precision = precision;
       eo.source = fmt::format("{}, {}", std::filesystem::path(o->model).filename().string(), o->precision);

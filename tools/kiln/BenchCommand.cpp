@@ -150,7 +150,8 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("bench", "Time a model on each device across batch sizes, measured and predicted");
   cmd->add_option("MODEL", o->model, "zoo model (see `kiln models`) or a .kir file")->required();
-  cmd->add_option("--batch", o->batches, "comma-separated batch sizes (default 1,8,64,512,4096)");
+  CLI::Option* batchOpt = cmd->add_option("--batch", o->batches,
+                                          "comma-separated batch sizes (default 1,8,64,512,4096; a .kir file's own)");
   cmd->add_flag("--train", o->train, "the whole training step instead of inference");
   cmd->add_option("--optimizer", o->optimizer, "with --train: sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
@@ -164,12 +165,22 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
                   "predict the GPU from this profile (machine.json of a GPU machine) when this one has none");
   cmd->add_option("--json", o->json, "also write every point as JSON lines to this file");
   cmd->add_flag("--profile", o->profile, "print each point's kernels: time, share, GFLOP/s, GB/s, source lines");
-  commands.emplace_back(cmd, [o] {
-    const std::vector<int64_t> batches = parseBatches(o->batches);
+  commands.emplace_back(cmd, [o, batchOpt] {
+    std::vector<int64_t> batches = parseBatches(o->batches);
     std::vector<std::string> targets = parseTargets(o->targets);
     const bool kir = namesKirFile(o->model);
     KILN_CHECK(!(kir && o->train), "--train applies to zoo models; export a training step with `kiln export --train`");
-    KILN_CHECK(!kir || batches.size() == 1, "a .kir file has one batch size: give one --batch (its own)");
+    if (kir) {
+      // A .kir file runs at its own shapes: its batch is its first input's leading dimension.
+      const ir::Graph g = ir::parseGraphFile(o->model);
+      KILN_CHECK(!g.inputs().empty(), "{}: the graph has no input to take a batch size from", o->model);
+      const ir::Value* first = g.inputs().front();
+      const int64_t own = first->type.shape.empty() ? 1 : first->type.shape.front();
+      KILN_CHECK(batchOpt->count() == 0 || batches == std::vector<int64_t>{own},
+                 "{} runs at its own batch, {} (its first input %{} : {}); --batch {} does not match it", o->model,
+                 own, first->name, first->type.str(), o->batches);
+      batches = {own};
+    }
 
     cost::ProfileOptions po;
     po.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };

@@ -23,6 +23,20 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
 /// Writes `text` to `path` atomically, or to stdout when path is "-" or empty.
 void writeTextOutput(const std::string& path, const std::string& text);
 
+/// Throws kiln::Error naming `option` when `path` (unless empty or "-") cannot be written: its
+/// folder is missing or not writable, or it is a directory. Commands check their output paths
+/// with it before they work, so that a typo costs nothing.
+void checkOutputPath(const std::string& path, const std::string& option);
+
+/// Throws kiln::Error when any of `options` (a zoo model's --batch, --seed) was given for the .kir
+/// file `file`, which has its own shapes and weights.
+void rejectZooOptions(const std::string& file, std::initializer_list<const CLI::Option*> options);
+
+/// A finite number above 0 (CLI11's PositiveNumber lets NaN and infinity through).
+extern const CLI::Validator FinitePositive;
+/// A finite number of at least 0.
+extern const CLI::Validator FiniteNonNegative;
+
 }  // namespace kiln::cli
 
 namespace kiln::ir {

@@ -5,6 +5,7 @@
 #include "cost/CostModel.h"
 #include "cost/Explain.h"
 #include "cost/MachineProfile.h"
+#include "frontend/Zoo.h"
 #include "support/Error.h"
 
 #include <fmt/format.h>
@@ -56,9 +57,9 @@ void addExplainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>&
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("explain", "Predict each kernel's time on the CPU and a GPU, and say which wins and why");
     cmd->add_option("MODEL", o->explain.model, "zoo model (see `kiln models`) or a .kir file")->required();
-    cmd->add_option("--batch", o->explain.batch, "batch size of a zoo model")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    cmd->add_option("--seed", o->explain.seed, "seed of a zoo model's parameter initializers");
+    CLI::Option* batchOpt = cmd->add_option("--batch", o->explain.batch, "batch size of a zoo model")
+                                ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    CLI::Option* seedOpt = cmd->add_option("--seed", o->explain.seed, "seed of a zoo model's parameter initializers");
     cmd->add_flag("--train", o->explain.train, "the whole training step: forward, backward and optimizer update");
     cmd->add_option("--optimizer", o->explain.optimizer, "with --train: sgd, adam or adamw")
         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
@@ -70,7 +71,8 @@ void addExplainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>&
     cmd->add_flag("--no-graphs", o->noGraphs, "predict the GPU launching every kernel instead of replaying a CUDA graph");
     cmd->add_flag("--json", o->json, "print the report as JSON");
     cmd->add_option("--profile-file", o->profilePath, "the machine profile cache to use (default as `kiln profile`)");
-    commands.emplace_back(cmd, [o] {
+    commands.emplace_back(cmd, [o, batchOpt, seedOpt] {
+      if (namesKirFile(o->explain.model)) rejectZooOptions(o->explain.model, {batchOpt, seedOpt});
       cost::ProfileOptions po;
       po.path = o->profilePath;
       po.progress = progressLine;

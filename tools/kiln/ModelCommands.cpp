@@ -14,8 +14,14 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace kiln::cli {
 
@@ -26,6 +32,50 @@ void writeTextOutput(const std::string& path, const std::string& text) {
   }
   writeFileAtomically(path, text);
 }
+
+void checkOutputPath(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  if (path.empty() || path == "-") return;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) KILN_THROW("{}: cannot write '{}': it is a directory", option, path);
+  if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or a pipe: written through
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) KILN_THROW("{}: cannot write '{}': the folder '{}' does not exist", option, path, dir.string());
+  // The write makes a temporary file beside the result and renames it: try exactly that.
+  const std::string probe = fmt::format("{}.kiln-check.{}", path, ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) KILN_THROW("{}: cannot write '{}': {}", option, path, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void rejectZooOptions(const std::string& file, std::initializer_list<const CLI::Option*> options) {
+  for (const CLI::Option* opt : options)
+    KILN_CHECK(opt->count() == 0, "{} applies to zoo models; '{}' has its own shapes and parameters", opt->get_name(),
+               file);
+}
+
+namespace {
+
+/// A validator of finite numbers at or above `least` (above it when `strict`).
+CLI::Validator finiteNumber(double least, bool strict, std::string name) {
+  return CLI::Validator(
+      [least, strict](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return "not a number: " + text;
+        if (!std::isfinite(v)) return "not a finite number: " + text;
+        if (strict ? v <= least : v < least) return fmt::format("{} must be {} {}", text, strict ? "above" : "at least", least);
+        return {};
+      },
+      strict ? "POSITIVE" : "NONNEGATIVE", std::move(name));
+}
+
+}  // namespace
+
+const CLI::Validator FinitePositive = finiteNumber(0, true, "FinitePositive");
+const CLI::Validator FiniteNonNegative = finiteNumber(0, false, "FiniteNonNegative");
 
 namespace {
 

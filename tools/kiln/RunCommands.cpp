@@ -44,7 +44,8 @@ std::vector<std::string> splitLines(const std::string& s) {
 /// softmax probability); compares with `labels` when the inputs hold a tensor of that name.
 void printArgmax(const std::string& name, const rt::HostTensor& out, const rt::NamedTensors& inputs,
                  const std::vector<std::string>& classNames) {
-  KILN_CHECK(out.rank() == 2, "--argmax {}: the output has type {}, expected [N, C]", name, out.typeStr());
+  KILN_CHECK(out.rank() == 2 && out.shape()[1] > 0, "--argmax {}: the output has type {}, expected [N, C] with C ≥ 1", name,
+             out.typeStr());
   int64_t n = out.shape()[0], c = out.shape()[1];
   const rt::HostTensor* labels = nullptr;
   if (auto it = inputs.find("labels"); it != inputs.end() && it->second.rank() == 1 && it->second.numel() == n)
@@ -211,6 +212,9 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
     cmd->add_option("--y-name", o->yName, "tensor name of the labels");
     cmd->add_option("-o,--output", o->outPath, "safetensors file to write")->required();
     commands.emplace_back(cmd, [o] {
+      KILN_CHECK(o->xName != o->yName, "--x-name and --y-name are both '{}': the features and the labels need two names",
+                 o->xName);
+      checkOutputPath(o->outPath, "-o");
       rt::HostTensor x, y;
       std::vector<std::string> classNames;
       int64_t limit = o->limit.value_or(-1);

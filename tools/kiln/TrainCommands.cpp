@@ -118,6 +118,13 @@ void shuffle(std::vector<int64_t>& v, uint64_t& state) {
   }
 }
 
+/// The data set whose examples fit a model's input row: digits for 64 values, else fashion-mnist.
+std::string defaultData(const ir::Shape& row) {
+  int64_t n = 1;
+  for (int64_t d : row) n *= d;
+  return n == 64 ? "digits" : "fashion-mnist";
+}
+
 /// Train and test splits of a data set, features scaled to [0, 1].
 std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
   if (name == "fashion-mnist") {
@@ -135,6 +142,7 @@ std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
   uint64_t splitSeed = 1234;
   shuffle(all, splitSeed);
   std::vector<int64_t> testRows(all.begin(), all.begin() + nTest), trainRows(all.begin() + nTest, all.end());
+  if (limit > 0 && limit < static_cast<int64_t>(trainRows.size())) trainRows.resize(static_cast<size_t>(limit));
   ir::Shape row = {d.features.shape()[1]};
   return {{gatherRows(d.features, trainRows, row), gatherRows(d.labels, trainRows, {})},
           {gatherRows(d.features, testRows, row), gatherRows(d.labels, testRows, {})}};
@@ -171,7 +179,7 @@ double accuracy(const BuiltModel& model, int64_t batch, const Split& data, const
 
 void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& commands) {
   struct Options {
-    std::string model, data = "fashion-mnist", optimizer = "adam", save, target = "cpu", precision = "f32", dumpDir,
+    std::string model, data, optimizer = "adam", save, target = "cpu", precision = "f32", dumpDir,
         lossCurve;
     int64_t epochs = 1, batch = 32, limit = -1, evalLimit = -1, evalBatch = 500;
     double lr = 1e-3, momentum = 0, weightDecay = 0, clipNorm = 0;
@@ -181,18 +189,18 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("train", "Train a zoo classifier on a data set (one graph per training step)");
   cmd->add_option("MODEL", o->model, "zoo model: mnist_mlp, cnn (fashion-mnist) or digits_mlp (digits)")->required();
-  cmd->add_option("--data", o->data, "fashion-mnist or digits")->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  cmd->add_option("--data", o->data, "fashion-mnist or digits (default: the one whose examples fit the model)")->check(CLI::IsMember({"fashion-mnist", "digits"}));
   cmd->add_option("--epochs", o->epochs, "passes over the training set")->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--batch", o->batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{65536}));
   cmd->add_option("--limit", o->limit, "use only the first N training examples")->check(CLI::PositiveNumber);
   cmd->add_option("--eval-limit", o->evalLimit, "measure test accuracy on the first N test examples only")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", o->optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  cmd->add_option("--lr", o->lr, "learning rate")->check(CLI::PositiveNumber);
-  cmd->add_option("--momentum", o->momentum, "SGD momentum")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--weight-decay", o->weightDecay, "weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lr", o->lr, "learning rate")->check(FinitePositive);
+  cmd->add_option("--momentum", o->momentum, "SGD momentum")->check(FiniteNonNegative);
+  cmd->add_option("--weight-decay", o->weightDecay, "weight decay")->check(FiniteNonNegative);
   cmd->add_option("--clip-norm", o->clipNorm, "clip gradients to this global L2 norm (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(FiniteNonNegative);
   cmd->add_option("--precision", o->precision,
                   "f32, bf16 or f16: contractions in low precision (amp pass); f16 adds dynamic loss scaling")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
@@ -205,6 +213,9 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
   addDumpOption(cmd, o->dumpDir);
   commands.emplace_back(cmd, [o] {
     const engine::Target target = engine::parseTarget(o->target);
+    // Outputs first: a typo in a path should not cost a training run.
+    checkOutputPath(o->save, "--save");
+    checkOutputPath(o->lossCurve, "--loss-curve");
     passes::TrainingStepOptions to;
     to.optimizer.kind = passes::optimizerKindFromName(o->optimizer);
     to.optimizer.momentum = o->momentum;
@@ -215,20 +226,31 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     const ir::Graph& step = model.trainStep;
     KILN_CHECK(step.findOutput("logits") != nullptr && step.findInput("labels") != nullptr,
                "kiln train needs a classifier (outputs logits, input labels); '{}' is not one", o->model);
+    const ir::Value* x = step.findInput("x");
+    KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
+    ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
     for (const std::string& w : model.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     // The training step's precision is already applied; amp at f32 leaves it alone.
     const std::string dumpDir = dumpDirectory(o->dumpDir);
     if (!dumpDir.empty() && target == engine::Target::Interp) dumpCompilation(step, dumpDir, "f32");
+    if (o->data.empty()) o->data = defaultData(row);
     auto [train, test] = loadData(o->data, o->limit);
+    const int64_t rowValues = train.x.numel() / std::max<int64_t>(train.size(), 1);
+    int64_t modelValues = 1;
+    for (int64_t d : row) modelValues *= d;
+    KILN_CHECK(rowValues == modelValues,
+               "the data set '{}' has examples of {} values ({}); model '{}' takes x of shape {} ({} values): {}",
+               o->data, rowValues, train.x.typeStr(), o->model, ir::shapeStr(row), modelValues,
+               "train it on the other data set (--data)");
+    KILN_CHECK(train.size() >= o->batch,
+               "the batch ({}) is larger than the {} training examples of '{}'{}: no step would run", o->batch,
+               train.size(), o->data, o->limit > 0 ? fmt::format(" (--limit {})", o->limit) : "");
     if (o->evalLimit > 0 && o->evalLimit < test.size()) {
       std::vector<int64_t> rows(o->evalLimit);
       std::iota(rows.begin(), rows.end(), 0);
       ir::Shape xRow(test.x.shape().begin() + 1, test.x.shape().end());
       test = {gatherRows(test.x, rows, xRow), gatherRows(test.y, rows, {})};
     }
-    const ir::Value* x = step.findInput("x");
-    KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
-    ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
     std::unique_ptr<engine::Executor> exec = engine::Executor::create(step, executorOptions(target, dumpDir, o->profile));
     std::map<int64_t, std::unique_ptr<engine::Executor>> evaluators;
     std::printf("training %s on %s: %lld examples, batch %lld, %s lr %g, %zu parameter tensors, target %s%s\n",
@@ -285,14 +307,14 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
       std::printf("profile of the training step (mean per step):\n");
       std::fputs(profileTable(step, passes::Precision::F32, exec->kernelProfile()).c_str(), stdout);
     }
-    if (!o->lossCurve.empty()) writeLossCurve(o->lossCurve, o->model, losses);
-    if (!o->save.empty()) {
+    if (!o->save.empty()) {  // the weights before the chart: they are what a run is for
       interp::TensorMap params = exec->params();
       rt::NamedTensors weights;
       for (const std::string& name : model.parameterNames) weights.emplace(name, params.at(name));
       rt::saveSafetensors(o->save, weights);
       std::fprintf(stderr, "wrote %s\n", o->save.c_str());
     }
+    if (!o->lossCurve.empty()) writeLossCurve(o->lossCurve, o->model, losses);
     return 0;
   });
 }

@@ -5,8 +5,27 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
+
+namespace {
+
+/// Flushes what the command printed; a failed write (a full disk, a closed pipe) is an error with
+/// exit status 1, not a silently truncated output.
+int flushed(const char* command, int rc) {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.bad();
+  if (!failed) return rc;
+  std::fprintf(stderr, "kiln %s: error: cannot write the standard output: %s\n", command,
+               errno ? std::strerror(errno) : "a write failed (a full disk?)");
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: a deep-learning compiler. Models traced to .kir graph IR, differentiated, fused and\n"
@@ -59,7 +78,7 @@ int main(int argc, char** argv) {
   for (auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
     try {
-      return run();
+      return flushed(sub->get_name().c_str(), run());
     } catch (const kiln::Error& e) {
       std::fprintf(stderr, "kiln %s: error: %s\n", sub->get_name().c_str(), e.what());
       return 1;
