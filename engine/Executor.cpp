@@ -50,6 +50,58 @@ void requireInputs(const ir::Graph& g, const interp::TensorMap& inputs, const st
                v->name, v->type.str(), g.name());
 }
 
+/// A graph input read as the indices of a gather or scatter_add (directly or through reshapes):
+/// the compiled kernels do not check them (an index out of range reads or adds nothing), so the
+/// executor checks them before each run, as the interpreter does while it runs.
+struct IndexInput {
+  std::string input, op, loc;
+  int64_t bound = 0, axis = 0;
+};
+
+std::vector<IndexInput> indexInputs(const ir::Graph& g) {
+  std::vector<IndexInput> out;
+  for (const auto& n : g.nodes()) {
+    const ir::Value* v = nullptr;
+    IndexInput use;
+    if (n->op == ir::OpKind::Gather) {
+      v = n->operands.at(1);
+      const auto& data = n->operands.at(0)->type;
+      use.axis = ir::normalizeAxis(n->attrInt("axis"), static_cast<int64_t>(data.shape.size()));
+      use.bound = data.shape.at(static_cast<size_t>(use.axis));
+    } else if (n->op == ir::OpKind::ScatterAdd) {
+      v = n->operands.at(0);
+      use.axis = n->attrInt("axis");
+      use.bound = n->attrInt("dim_size");
+    } else {
+      continue;
+    }
+    while (v->kind == ir::ValueKind::Result && v->producer->op == ir::OpKind::Reshape) v = v->producer->operands.at(0);
+    if (v->kind != ir::ValueKind::Input) continue;
+    use.input = v->name, use.loc = n->loc.known() ? n->loc.str() + ": " : "";
+    use.op = n->result->name.empty() ? std::string(n->info().name) : fmt::format("{} (%{})", n->info().name, n->result->name);
+    out.push_back(std::move(use));
+  }
+  return out;
+}
+
+template <typename T>
+void checkIndices(const IndexInput& use, const T* at, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (at[i] < 0 || static_cast<int64_t>(at[i]) >= use.bound)
+      KILN_THROW("{}{}: index {} (element {} of input '{}') is out of range [0, {}) along axis {}", use.loc, use.op,
+                 static_cast<int64_t>(at[i]), i, use.input, use.bound, use.axis);
+}
+
+void checkIndexInputs(const std::vector<IndexInput>& uses, const interp::TensorMap& inputs) {
+  for (const IndexInput& use : uses) {
+    auto it = inputs.find(use.input);
+    if (it == inputs.end()) continue;
+    const rt::HostTensor& t = it->second;
+    if (t.dtype() == DType::i64) checkIndices(use, static_cast<const int64_t*>(t.data()), t.numel());
+    else if (t.dtype() == DType::i32) checkIndices(use, static_cast<const int32_t*>(t.data()), t.numel());
+  }
+}
+
 /// Only the graph's inputs, copied from `inputs` or else `kept` (for the interpreter, which takes
 /// nothing else); a given input replaces a kept one.
 interp::TensorMap graphInputs(const ir::Graph& g, const interp::TensorMap& inputs, interp::TensorMap& kept) {
@@ -112,22 +164,26 @@ class CompiledExecutor final : public Executor {
     // The CUDA program's disk cache of cubins (the CPU backend's is Jit::host()'s): opt-in.
     if constexpr (requires { po.cacheDir; }) po.cacheDir = codeCacheDir("cuda");
     program_ = Program::compile(compiled, po);
+    indexInputs_ = indexInputs(program_->graph());
     compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
   interp::TensorMap run(const interp::TensorMap& inputs) override {
     requireInputs(program_->graph(), inputs, kept_);
+    checkIndexInputs(indexInputs_, inputs);
     return program_->run(inputs);
   }
   void run(const interp::TensorMap& inputs, interp::TensorMap& outputs) override {
     if constexpr (requires { program_->run(inputs, outputs); }) {
       requireInputs(program_->graph(), inputs, kept_);
+      checkIndexInputs(indexInputs_, inputs);
       program_->run(inputs, outputs);
     } else {
       Executor::run(inputs, outputs);
     }
   }
   void keepInputs(interp::TensorMap inputs) override {
+    checkIndexInputs(indexInputs_, inputs);
     for (const std::string& name : inputNames(program_->graph(), inputs)) kept_.insert(name);
     program_->keepInputs(std::move(inputs));
   }
@@ -151,6 +207,7 @@ class CompiledExecutor final : public Executor {
  private:
   std::unique_ptr<Program> program_;
   std::set<std::string> kept_;  // the inputs keepInputs named
+  std::vector<IndexInput> indexInputs_;
   double compileMs_ = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "engine/Executor.h"
 #include "frontend/Zoo.h"
+#include "ir/Parser.h"
 #include "passes/TrainingStep.h"
 #include "support/Error.h"
 
@@ -82,6 +83,55 @@ TEST_P(ExecutorKeptInputs, RunAsGivenOnes) {
   interp::TensorMap wrong;
   wrong.emplace("x", rt::HostTensor(DType::f32, {2, 2}));
   EXPECT_THROW(fresh->keepInputs(wrong), Error);
+}
+
+// Token ids and scatter indices out of range: an error naming the op, the input, the element and
+// the range on every target, as the interpreter gives (the compiled kernels would read zeros).
+TEST_P(ExecutorKeptInputs, IndicesOutOfRangeAreErrors) {
+  ir::Graph g = ir::parseGraph(R"(graph @idx {
+  input %table : f32[4,3]
+  input %tokens : i64[2,2]
+  input %rows : i32[2]
+  input %u : f32[2,3]
+  %flat = reshape(%tokens) {shape=[4]} : i64[4]
+  %e = gather(%table, %flat) {axis=0} : f32[4,3]
+  %s = scatter_add(%rows, %u) {axis=0, dim_size=5} : f32[5,3]
+  output %e = %e
+  output %s = %s
+}
+)",
+                               "idx.kir");
+  engine::ExecutorOptions eo;
+  eo.target = GetParam();
+  std::unique_ptr<engine::Executor> exec = engine::Executor::create(g, eo);
+  interp::TensorMap in = kiln::testing::randomInputs(g, 3);
+  for (int i = 0; i < 4; ++i) in.at("tokens").set(i, i);
+  in.at("rows").set(0, 4), in.at("rows").set(1, 0);
+  const interp::TensorMap good = exec->run(in);
+  EXPECT_EQ(good.at("e").at(11), in.at("table").at(11));
+  auto errorOf = [&](const interp::TensorMap& bad) -> std::string {
+    try {
+      exec->run(bad);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  interp::TensorMap bad = in;
+  bad.at("tokens").set(3, 4);
+  EXPECT_NE(errorOf(bad).find("index 4 (element 3"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("out of range [0, 4)"), std::string::npos) << errorOf(bad);
+  bad = in;
+  bad.at("rows").set(1, -1);
+  EXPECT_NE(errorOf(bad).find("index -1 (element 1"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("out of range [0, 5)"), std::string::npos) << errorOf(bad);
+  // Kept inputs are checked too (the compiled targets when they are kept, the interpreter as it runs).
+  EXPECT_THROW(
+      {
+        exec->keepInputs(bad);
+        exec->run({});
+      },
+      Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, ExecutorKeptInputs, ::testing::Values(engine::Target::Interp, engine::Target::Cpu),
