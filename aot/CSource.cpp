@@ -1,10 +1,13 @@
 #include "aot/CSource.h"
 
+#include "ir/IndexInputs.h"
 #include "support/Error.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 namespace kiln::aot {
@@ -77,14 +80,14 @@ std::string tensorMacros(const std::string& prefix, const std::string& kind, int
 
 /// `static const int64_t NAME[] = {…};` (nothing for rank 0) and the kiln_aot_tensor initializer.
 std::string tensorEntry(std::string& decls, const std::string& shapeName, const std::string& name,
-                        const ir::TensorType& t) {
+                        const ir::TensorType& t, int64_t indexBound = 0) {
   std::string shape = "NULL";
   if (!t.shape.empty()) {
     decls += fmt::format("static const int64_t {}[] = {{{}}};\n", shapeName, shapeList(t));
     shape = shapeName;
   }
-  return fmt::format("{{{}, KILN_AOT_{}, {}, {}, {}, {}}}", literal(name), dtypeConstant(t.dtype), t.shape.size(),
-                     shape, t.numel(), t.numel() * dtypeSize(t.dtype));
+  return fmt::format("{{{}, KILN_AOT_{}, {}, {}, {}, {}, {}}}", literal(name), dtypeConstant(t.dtype), t.shape.size(),
+                     shape, t.numel(), t.numel() * dtypeSize(t.dtype), indexBound);
 }
 
 bool isIdentifier(const std::string& s) {
@@ -320,11 +323,21 @@ TableParts commonTables(const ProgramDescription& p, const std::vector<std::stri
                         const std::vector<std::pair<ir::TensorType, int64_t>>& owned) {
   const ir::Graph& g = *p.graph;
   TableParts t;
+  // Inputs read as indices carry the range they must lie in (the smallest over their readers),
+  // checked by run and train_step as the JIT's executor checks them (ir/IndexInputs.h).
+  std::map<std::string, int64_t> indexBounds;
+  for (const ir::IndexInput& use : ir::indexInputs(g)) {
+    auto [it, fresh] = indexBounds.emplace(use.input->name, use.bound);
+    if (!fresh) it->second = std::min(it->second, use.bound);
+  }
   auto tensors = [&](const std::string& array, const std::vector<std::pair<std::string, const ir::TensorType*>>& ts) {
     if (ts.empty()) return std::string("NULL");
     std::vector<std::string> entries;
-    for (size_t i = 0; i < ts.size(); ++i)
-      entries.push_back(tensorEntry(t.decls, fmt::format("kiln_aot_{}_shape{}", array, i), ts[i].first, *ts[i].second));
+    for (size_t i = 0; i < ts.size(); ++i) {
+      auto bound = array == "inputs" ? indexBounds.find(ts[i].first) : indexBounds.end();
+      entries.push_back(tensorEntry(t.decls, fmt::format("kiln_aot_{}_shape{}", array, i), ts[i].first, *ts[i].second,
+                                    bound != indexBounds.end() ? bound->second : 0));
+    }
     t.body += fmt::format("static const kiln_aot_tensor kiln_aot_{}[] = {{\n  {}\n}};\n", array, fmt::join(entries, ",\n  "));
     return "kiln_aot_" + array;
   };

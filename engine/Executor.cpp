@@ -6,6 +6,7 @@
 #ifdef KILN_HAVE_CUDA
 #include "codegen/cuda/Program.h"
 #endif
+#include "ir/IndexInputs.h"
 #include "passes/Pipeline.h"
 #include "support/Error.h"
 #include "support/File.h"
@@ -50,51 +51,19 @@ void requireInputs(const ir::Graph& g, const interp::TensorMap& inputs, const st
                v->name, v->type.str(), g.name());
 }
 
-/// A graph input read as the indices of a gather or scatter_add (directly or through reshapes):
-/// the compiled kernels do not check them (an index out of range reads or adds nothing), so the
-/// executor checks them before each run, as the interpreter does while it runs.
-struct IndexInput {
-  std::string input, op, loc;
-  int64_t bound = 0, axis = 0;
-};
-
-std::vector<IndexInput> indexInputs(const ir::Graph& g) {
-  std::vector<IndexInput> out;
-  for (const auto& n : g.nodes()) {
-    const ir::Value* v = nullptr;
-    IndexInput use;
-    if (n->op == ir::OpKind::Gather) {
-      v = n->operands.at(1);
-      const auto& data = n->operands.at(0)->type;
-      use.axis = ir::normalizeAxis(n->attrInt("axis"), static_cast<int64_t>(data.shape.size()));
-      use.bound = data.shape.at(static_cast<size_t>(use.axis));
-    } else if (n->op == ir::OpKind::ScatterAdd) {
-      v = n->operands.at(0);
-      use.axis = n->attrInt("axis");
-      use.bound = n->attrInt("dim_size");
-    } else {
-      continue;
-    }
-    while (v->kind == ir::ValueKind::Result && v->producer->op == ir::OpKind::Reshape) v = v->producer->operands.at(0);
-    if (v->kind != ir::ValueKind::Input) continue;
-    use.input = v->name, use.loc = n->loc.known() ? n->loc.str() + ": " : "";
-    use.op = n->result->name.empty() ? std::string(n->info().name) : fmt::format("{} (%{})", n->info().name, n->result->name);
-    out.push_back(std::move(use));
-  }
-  return out;
-}
-
+/// Graph inputs read as indices (ir/IndexInputs.h): the compiled kernels do not check them, so the
+/// executor does before each run, with the interpreter's message.
 template <typename T>
-void checkIndices(const IndexInput& use, const T* at, int64_t count) {
+void checkIndices(const ir::IndexInput& use, const T* at, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     if (at[i] < 0 || static_cast<int64_t>(at[i]) >= use.bound)
       KILN_THROW("{}{}: index {} (element {} of input '{}') is out of range [0, {}) along axis {}", use.loc, use.op,
-                 static_cast<int64_t>(at[i]), i, use.input, use.bound, use.axis);
+                 static_cast<int64_t>(at[i]), i, use.input->name, use.bound, use.axis);
 }
 
-void checkIndexInputs(const std::vector<IndexInput>& uses, const interp::TensorMap& inputs) {
-  for (const IndexInput& use : uses) {
-    auto it = inputs.find(use.input);
+void checkIndexInputs(const std::vector<ir::IndexInput>& uses, const interp::TensorMap& inputs) {
+  for (const ir::IndexInput& use : uses) {
+    auto it = inputs.find(use.input->name);
     if (it == inputs.end()) continue;
     const rt::HostTensor& t = it->second;
     if (t.dtype() == DType::i64) checkIndices(use, static_cast<const int64_t*>(t.data()), t.numel());
@@ -164,7 +133,7 @@ class CompiledExecutor final : public Executor {
     // The CUDA program's disk cache of cubins (the CPU backend's is Jit::host()'s): opt-in.
     if constexpr (requires { po.cacheDir; }) po.cacheDir = codeCacheDir("cuda");
     program_ = Program::compile(compiled, po);
-    indexInputs_ = indexInputs(program_->graph());
+    indexInputs_ = ir::indexInputs(program_->graph());
     compileMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -207,7 +176,7 @@ class CompiledExecutor final : public Executor {
  private:
   std::unique_ptr<Program> program_;
   std::set<std::string> kept_;  // the inputs keepInputs named
-  std::vector<IndexInput> indexInputs_;
+  std::vector<ir::IndexInput> indexInputs_;
   double compileMs_ = 0;
 };
 

@@ -82,6 +82,7 @@ typedef struct {
   const int64_t* shape; /* rank entries (NULL when rank is 0) */
   int64_t numel;
   int64_t bytes; /* numel * element size */
+  int64_t index_bound; /* an i32/i64 input read as indices: each must lie in [0, index_bound); else 0 */
 } kiln_aot_tensor;
 
 typedef void (*kiln_aot_kernel_fn)(void** bufs, void* pool);

@@ -319,12 +319,37 @@ KAOT_FN int kiln_aot_load_weights(kiln_aot_context* c, const char* path) {
   return kaot_load_file(c, path);
 }
 
+/* Inputs read as indices (index_bound > 0): every element in [0, index_bound), as the interpreter
+ * and the JIT's executor require; the kernels would read or add nothing for the others. */
+static int kaot_check_indices(const kiln_aot_program* p, const void* const* inputs, const char* fn) {
+  for (int i = 0; i < p->num_inputs; ++i) {
+    const kiln_aot_tensor* t = &p->inputs[i];
+    if (t->index_bound <= 0 || (t->dtype != KILN_AOT_I64 && t->dtype != KILN_AOT_I32)) continue;
+    for (int64_t j = 0; j < t->numel; ++j) {
+      int64_t v;
+      if (t->dtype == KILN_AOT_I64) {
+        memcpy(&v, (const char*)inputs[i] + 8 * j, 8);
+      } else {
+        int32_t w;
+        memcpy(&w, (const char*)inputs[i] + 4 * j, 4);
+        v = w;
+      }
+      if (v < 0 || v >= t->index_bound)
+        return kaot_fail(KILN_AOT_E_ARGUMENT, "%s %s: input \"%s\" element %" PRId64 " is %" PRId64 ", an index out of range [0, %" PRId64 ")",
+                         p->name, fn, t->name, j, v, t->index_bound);
+    }
+  }
+  return KILN_AOT_OK;
+}
+
 KAOT_FN int kiln_aot_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs) {
   if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_run: the context is NULL");
   const kiln_aot_program* p = KAOT_BASE(c)->p;
   if (!inputs && p->num_inputs > 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s run: inputs is NULL", p->name);
   for (int i = 0; i < p->num_inputs; ++i)
     if (!inputs[i]) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s run: inputs[%d] (\"%s\") is NULL", p->name, i, p->inputs[i].name);
+  int rc = kaot_check_indices(p, inputs, "run");
+  if (rc) return rc;
   return kaot_target_run(c, inputs, outputs);
 }
 
@@ -371,6 +396,8 @@ KAOT_FN int kiln_aot_train_step(kiln_aot_context* c, const void* batch, const vo
   }
   b->train_inputs[p->train_batch] = batch;
   if (p->train_labels >= 0) b->train_inputs[p->train_labels] = labels;
+  rc = kaot_check_indices(p, b->train_inputs, "train_step");
+  if (rc) return rc;
   rc = kaot_target_run(c, b->train_inputs, NULL);
   if (!rc && loss) kaot_to_float(out->dtype, b->outs[p->train_loss], loss);
   return rc;

@@ -6,6 +6,7 @@
 #include "codegen/cpu/Program.h"
 #include "frontend/Build.h"
 #include "frontend/Zoo.h"
+#include "ir/Parser.h"
 #include "passes/Pipeline.h"
 #include "passes/TrainingStep.h"
 #include "runtime/Safetensors.h"
@@ -351,6 +352,39 @@ TEST(Aot, BadInputsGiveCodesAndMessages) {
   EXPECT_EQ(lib.saveWeights(ctx, (s.dir / "no-dir" / "x.safetensors").c_str()), kIo);
   lib.destroy(ctx);
   lib.destroy(nullptr);
+}
+
+// Token ids out of range: KILN_AOT_E_ARGUMENT naming the input, the element and the range (the
+// kernels would read zeros), as the JIT's executor and the interpreter refuse them.
+TEST(Aot, IndexInputsOutOfRangeAreErrors) {
+  Scratch s;
+  ir::Graph g = ir::parseGraph(R"(graph @emb {
+  input %tokens : i64[2,2]
+  param %table : f32[4,3] = ones
+  %flat = reshape(%tokens) {shape=[4]} : i64[4]
+  %e = gather(%table, %flat) {axis=0} : f32[4,3]
+  output %e = %e
+}
+)",
+                               "emb.kir");
+  aot::ExportResult r = exportTo(g, "emb", s.dir);
+  AotLibrary lib(r.library, "emb");
+  void* ctx = nullptr;
+  ASSERT_EQ(lib.create(&ctx, r.weights.c_str(), 0), kOk) << lib.errorMessage();
+  int64_t tokens[4] = {0, 3, 1, 2};
+  float out[12] = {};
+  const void* inputs[] = {tokens};
+  void* outputs[] = {out};
+  EXPECT_EQ(lib.run(ctx, inputs, outputs), kOk) << lib.errorMessage();
+  EXPECT_EQ(out[11], 1.0f);
+  tokens[2] = 4;
+  EXPECT_EQ(lib.run(ctx, inputs, outputs), kArgument);
+  EXPECT_NE(std::string(lib.errorMessage()).find("input \"tokens\" element 2 is 4, an index out of range [0, 4)"),
+            std::string::npos)
+      << lib.errorMessage();
+  tokens[2] = -1;
+  EXPECT_EQ(lib.run(ctx, inputs, outputs), kArgument);
+  lib.destroy(ctx);
 }
 
 // --cpu: a library for another CPU than the build machine's. One for plain x86-64 (SSE2, 4 lanes)

@@ -69,18 +69,18 @@ static size_t read_bytes(const char* path, unsigned char* b, size_t cap) {
  * b <- y (copy from the arena), v <- wn (copy: wn is traded already), cnt <- cnt (skipped). */
 enum { N = 1000 };
 static const int64_t shape_n[1] = {N}, shape_1[1] = {1}, shape_3[1] = {3};
-static const kiln_aot_tensor toy_inputs[] = {{"x", KILN_AOT_F32, 1, shape_n, N, 4 * N}};
-static const kiln_aot_tensor toy_params[] = {{"w", KILN_AOT_F32, 1, shape_n, N, 4 * N},
-                                             {"b", KILN_AOT_F32, 1, shape_n, N, 4 * N},
-                                             {"v", KILN_AOT_F32, 1, shape_n, N, 4 * N},
-                                             {"cnt", KILN_AOT_I64, 1, shape_1, 1, 8},
-                                             {"flag", KILN_AOT_BOOL, 1, shape_3, 3, 3}};
-static const kiln_aot_owned toy_owned[] = {{{"c", KILN_AOT_F32, 1, shape_n, N, 4 * N}, 0},
-                                           {{"wn", KILN_AOT_F32, 1, shape_n, N, 4 * N}, -1}};
+static const kiln_aot_tensor toy_inputs[] = {{"x", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0}};
+static const kiln_aot_tensor toy_params[] = {{"w", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0},
+                                             {"b", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0},
+                                             {"v", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0},
+                                             {"cnt", KILN_AOT_I64, 1, shape_1, 1, 8, 0},
+                                             {"flag", KILN_AOT_BOOL, 1, shape_3, 3, 3, 0}};
+static const kiln_aot_owned toy_owned[] = {{{"c", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0}, 0},
+                                           {{"wn", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0}, -1}};
 static _Alignas(64) float toy_constants[N];
-static const kiln_aot_tensor toy_outputs[] = {{"y", KILN_AOT_F32, 1, shape_n, N, 4 * N},
-                                              {"w_out", KILN_AOT_F32, 1, shape_n, N, 4 * N},
-                                              {"cnt_out", KILN_AOT_I64, 1, shape_1, 1, 8}};
+static const kiln_aot_tensor toy_outputs[] = {{"y", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0},
+                                              {"w_out", KILN_AOT_F32, 1, shape_n, N, 4 * N, 0},
+                                              {"cnt_out", KILN_AOT_I64, 1, shape_1, 1, 8, 0}};
 #define IN(i) {KILN_AOT_INPUT, i, 0}
 #define PAR(i) {KILN_AOT_PARAM, i, 0}
 #define OWN(i) {KILN_AOT_OWN, i, 0}
@@ -202,12 +202,12 @@ static void test_toy_runs(int threads) {
 /* ---------------------------------------------------------------- program "names": the writer */
 
 static const int64_t shape_2[1] = {2}, shape_0[1] = {0}, shape_20[2] = {2, 0};
-static const kiln_aot_tensor names_params[] = {{"zeta", KILN_AOT_I32, 2, shape_20, 0, 0},
-                                               {"a", KILN_AOT_F64, 1, shape_1, 1, 8},
-                                               {"s\"q\n\x01", KILN_AOT_F32, 0, NULL, 1, 4},
-                                               {"h\xc3\xa9", KILN_AOT_BF16, 1, shape_2, 2, 4},
-                                               {"flag", KILN_AOT_BOOL, 1, shape_2, 2, 2},
-                                               {"i", KILN_AOT_I64, 1, shape_0, 0, 0}};
+static const kiln_aot_tensor names_params[] = {{"zeta", KILN_AOT_I32, 2, shape_20, 0, 0, 0},
+                                               {"a", KILN_AOT_F64, 1, shape_1, 1, 8, 0},
+                                               {"s\"q\n\x01", KILN_AOT_F32, 0, NULL, 1, 4, 0},
+                                               {"h\xc3\xa9", KILN_AOT_BF16, 1, shape_2, 2, 4, 0},
+                                               {"flag", KILN_AOT_BOOL, 1, shape_2, 2, 2, 0},
+                                               {"i", KILN_AOT_I64, 1, shape_0, 0, 0, 0}};
 static kiln_aot_program names = {"names", 0, NULL, 0, NULL, NULL, 6, names_params, 0, NULL, 0, NULL, NULL, 0, 0, NULL,
                                  NULL, 0, NULL, -1, -1, -1, -1};
 static const char names_json[] =
@@ -507,13 +507,13 @@ static void test_arguments(void) {
 /* ---------------------------------------------------------------- program "trainer" */
 
 static const int64_t shape_4[1] = {4};
-static kiln_aot_tensor train_inputs[4] = {{"batch", KILN_AOT_F32, 1, shape_4, 4, 16},
-                                          {"labels", KILN_AOT_F32, 1, shape_4, 4, 16},
-                                          {"lr", KILN_AOT_F32, 0, NULL, 1, 4},
-                                          {"extra", KILN_AOT_F32, 0, NULL, 1, 4}};
-static kiln_aot_tensor train_outputs[1] = {{"loss", KILN_AOT_F32, 0, NULL, 1, 4}};
-static const kiln_aot_tensor train_params[1] = {{"w", KILN_AOT_F32, 1, shape_4, 4, 16}};
-static kiln_aot_owned train_owned[2] = {{{"w_new", KILN_AOT_F32, 1, shape_4, 4, 16}, -1}, {{"loss", KILN_AOT_F32, 0, NULL, 1, 4}, -1}};
+static kiln_aot_tensor train_inputs[4] = {{"batch", KILN_AOT_F32, 1, shape_4, 4, 16, 0},
+                                          {"labels", KILN_AOT_F32, 1, shape_4, 4, 16, 0},
+                                          {"lr", KILN_AOT_F32, 0, NULL, 1, 4, 0},
+                                          {"extra", KILN_AOT_F32, 0, NULL, 1, 4, 0}};
+static kiln_aot_tensor train_outputs[1] = {{"loss", KILN_AOT_F32, 0, NULL, 1, 4, 0}};
+static const kiln_aot_tensor train_params[1] = {{"w", KILN_AOT_F32, 1, shape_4, 4, 16, 0}};
+static kiln_aot_owned train_owned[2] = {{{"w_new", KILN_AOT_F32, 1, shape_4, 4, 16, 0}, -1}, {{"loss", KILN_AOT_F32, 0, NULL, 1, 4, 0}, -1}};
 static const kiln_aot_loc train_output_locs[1] = {OWN(1)};
 static const kiln_aot_update train_updates[1] = {{0, OWN(0)}};
 static const kiln_aot_loc kt_args[6] = {IN(0), IN(1), IN(2), PAR(0), OWN(0), OWN(1)};
@@ -605,8 +605,8 @@ static void test_train(void) {
       EXPECT_FAIL(kiln_aot_train_step(c, batch, NULL, 0.1f, &loss), KILN_AOT_E_ARGUMENT, "labels is NULL");
       kiln_aot_destroy(c);
     }
-  train_inputs[2] = (kiln_aot_tensor){"lr", KILN_AOT_F32, 0, NULL, 1, 4};
-  train_outputs[0] = train_owned[1].type = (kiln_aot_tensor){"loss", KILN_AOT_F32, 0, NULL, 1, 4};
+  train_inputs[2] = (kiln_aot_tensor){"lr", KILN_AOT_F32, 0, NULL, 1, 4, 0};
+  train_outputs[0] = train_owned[1].type = (kiln_aot_tensor){"loss", KILN_AOT_F32, 0, NULL, 1, 4, 0};
   kiln_aot_program extra = trainer;
   extra.num_inputs = 4;
   kiln_aot_context* c = NULL;
