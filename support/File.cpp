@@ -87,8 +87,8 @@ void writeThrough(const std::string& path, std::span<const std::byte> bytes) {
   if (::close(fd) != 0) KILN_THROW("cannot write '{}': close failed: {}", path, osReason());
 }
 
-/// The file a chain of symbolic links at `path` ends in (`path` itself when it is none), so that
-/// the rename replaces that file and not the link.
+}  // namespace
+
 std::string linkTarget(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path p = path;
@@ -101,8 +101,6 @@ std::string linkTarget(const std::string& path) {
   }
   KILN_THROW("cannot write '{}': too many levels of symbolic links", path);
 }
-
-}  // namespace
 
 void writeFileAtomically(const std::string& requested, std::span<const std::byte> bytes) {
   // What exists there and is not a regular file is written through, never replaced (as root,

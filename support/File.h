@@ -24,6 +24,9 @@ std::string readTextFile(const std::string& path);
 /// A symbolic link's target is what gets replaced (the link stays); a device, pipe or socket at
 /// `path` is written through as it is (/dev/null stays a device); a directory is an error.
 void writeFileAtomically(const std::string& path, std::span<const std::byte> bytes);
+/// The file a chain of symbolic links at `path` ends in (`path` itself when it is no link): what
+/// writeFileAtomically replaces. Throws on a loop of links.
+std::string linkTarget(const std::string& path);
 void writeFileAtomically(const std::string& path, std::string_view text);
 
 /// Where a backend keeps compiled code across processes: $KILN_CACHE_DIR/`backend` ("cpu",

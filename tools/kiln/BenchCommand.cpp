@@ -166,6 +166,8 @@ void addBenchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& co
   cmd->add_option("--json", o->json, "also write every point as JSON lines to this file");
   cmd->add_flag("--profile", o->profile, "print each point's kernels: time, share, GFLOP/s, GB/s, source lines");
   commands.emplace_back(cmd, [o, batchOpt] {
+    checkOutputPath(o->json, "--json");
+    checkOutputPath(o->plot, "--plot");
     std::vector<int64_t> batches = parseBatches(o->batches);
     std::vector<std::string> targets = parseTargets(o->targets);
     const bool kir = namesKirFile(o->model);

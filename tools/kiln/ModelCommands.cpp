@@ -40,11 +40,12 @@ void checkOutputPath(const std::string& path, const std::string& option) {
   const fs::file_status st = fs::status(path, ec);
   if (fs::is_directory(st)) KILN_THROW("{}: cannot write '{}': it is a directory", option, path);
   if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or a pipe: written through
-  fs::path dir = fs::path(path).parent_path();
+  const std::string target = linkTarget(path);  // what the write replaces: a link's target
+  fs::path dir = fs::path(target).parent_path();
   if (dir.empty()) dir = ".";
   if (!fs::is_directory(dir, ec)) KILN_THROW("{}: cannot write '{}': the folder '{}' does not exist", option, path, dir.string());
   // The write makes a temporary file beside the result and renames it: try exactly that.
-  const std::string probe = fmt::format("{}.kiln-check.{}", path, ::getpid());
+  const std::string probe = fmt::format("{}.kiln-check.{}", target, ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) KILN_THROW("{}: cannot write '{}': {}", option, path, std::strerror(errno));
   ::close(fd);

@@ -118,6 +118,7 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
     addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
     commands.emplace_back(cmd, [o] {
+      checkOutputPath(o->outPath, "--out");
       ir::Graph g = ir::parseGraphFile(o->file);
       for (const std::string& name : o->argmaxOutputs)
         KILN_CHECK(g.findOutput(name) != nullptr, "--argmax: graph @{} has no output '{}'", g.name(), name);
@@ -139,9 +140,13 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       }
       if (!o->weightsPath.empty()) {
         weights = rt::loadSafetensors(o->weightsPath);
-        for (const auto& [name, t] : weights)
-          KILN_CHECK(g.findParam(name) != nullptr, "{}: '{}' is not a parameter of graph @{}", o->weightsPath, name,
-                     g.name());
+        for (const auto& [name, t] : weights) {
+          const ir::Param* p = g.findParam(name);
+          KILN_CHECK(p != nullptr, "{}: '{}' is not a parameter of graph @{}", o->weightsPath, name, g.name());
+          KILN_CHECK(t.dtype() == p->value->type.dtype && t.shape() == p->value->type.shape,
+                     "{}: tensor '{}' has type {}, but parameter '{}' of @{} is {}", o->weightsPath, name, t.typeStr(),
+                     name, g.name(), p->value->type.str());
+        }
       }
       const engine::Target target = engine::parseTarget(o->target);
       const std::string dir = dumpDirectory(o->dumpDir);

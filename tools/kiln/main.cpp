@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "kiln %s: error: out of memory\n", sub->get_name().c_str());
       return 1;
+    } catch (const std::exception& e) {
+      // What a library throws past kiln's own checks (std::filesystem on a path it cannot use):
+      // still a user error with its message, never an abort.
+      std::fprintf(stderr, "kiln %s: error: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
     }
   }
   return 2;
