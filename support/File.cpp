@@ -163,6 +163,44 @@ std::string codeCacheDir(std::string_view backend) {
   return (std::filesystem::path(dir) / backend).string();
 }
 
+namespace {
+
+/// A 64-bit hash of `bytes`, eight at a time (fast enough to check megabytes of objects per compile).
+uint64_t entryHash(std::string_view bytes) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ bytes.size();
+  auto mix = [&](uint64_t w) {
+    h ^= w * 0xBF58476D1CE4E5B9ull;
+    h = (h << 31 | h >> 33) * 0x94D049BB133111EBull;
+  };
+  size_t at = 0;
+  for (; at + 8 <= bytes.size(); at += 8) {
+    uint64_t w;
+    std::memcpy(&w, bytes.data() + at, 8);
+    mix(w);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, bytes.data() + at, bytes.size() - at);
+  mix(tail);
+  return h ^ (h >> 29);
+}
+
+}  // namespace
+
+std::string sealCacheEntry(std::string payload) {
+  const uint64_t h = entryHash(payload);
+  payload.append(reinterpret_cast<const char*>(&h), 8);
+  return payload;
+}
+
+std::optional<std::string> unsealCacheEntry(std::string bytes) {
+  if (bytes.size() < 8) return std::nullopt;
+  uint64_t h;
+  std::memcpy(&h, bytes.data() + bytes.size() - 8, 8);
+  bytes.resize(bytes.size() - 8);
+  if (entryHash(bytes) != h) return std::nullopt;
+  return bytes;
+}
+
 std::string readCacheFile(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return "";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,12 @@ void writeFileAtomically(const std::string& path, std::string_view text);
 /// Where a backend keeps compiled code across processes: $KILN_CACHE_DIR/`backend` ("cpu",
 /// "cuda") when KILN_CACHE_DIR is set and not empty, else "" (no disk cache: it is opt-in).
 std::string codeCacheDir(std::string_view backend);
+
+/// `payload` followed by a 64-bit hash of it: what a cache entry holds, so that a damaged entry is
+/// told from a good one (a flipped byte in machine code keeps an object's ELF structure whole).
+std::string sealCacheEntry(std::string payload);
+/// The payload of a sealed entry, or nothing when its hash does not match (damaged, truncated).
+std::optional<std::string> unsealCacheEntry(std::string bytes);
 
 /// A cache entry's bytes, or "" when the file is missing or cannot be read (a cache miss).
 std::string readCacheFile(const std::string& path);

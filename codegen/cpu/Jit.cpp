@@ -149,22 +149,14 @@ llvm::orc::JITTargetMachineBuilder targetFor(const JitOptions& options) {
 
 constexpr char kCacheMagic[8] = {'K', 'I', 'L', 'N', 'J', 'I', 'T', '2'};
 
-/// The hash of a cache entry's contents: every byte between the check hash and the trailing hash.
-std::uint64_t contentHash(std::string_view bytes) {
-  return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-}
-
 /// The objects of a disk cache entry (JitOptions::cacheDir): the magic, the check hash, the
-/// object count, each object's size and bytes, then the hash of the count and objects. Nothing
-/// when the file is missing, unreadable, damaged (its bytes do not match their hash: a damaged
-/// object would be linked and run) or for other IR (its check hash differs).
+/// object count, each object's size and bytes, sealed (sealCacheEntry). Nothing when the file is
+/// missing, unreadable, damaged (its bytes do not match their hash: a damaged object would be
+/// linked and run) or for other IR (its check hash differs).
 std::optional<std::vector<std::string>> readCachedObjects(const std::string& path, std::uint64_t check) {
-  std::string bytes = readCacheFile(path);
-  std::uint64_t sum = 0;
-  if (bytes.size() < 16 + 8) return std::nullopt;
-  std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
-  bytes.resize(bytes.size() - 8);
-  if (contentHash(std::string_view(bytes).substr(16)) != sum) return std::nullopt;
+  std::optional<std::string> unsealed = unsealCacheEntry(readCacheFile(path));
+  if (!unsealed) return std::nullopt;
+  const std::string& bytes = *unsealed;
   size_t at = 0;
   auto take = [&](void* to, size_t n) {
     if (bytes.size() - at < n) return false;
@@ -202,9 +194,7 @@ void writeCachedObjects(const std::string& path, std::uint64_t check, const std:
     put(&size, 8);
     bytes += o;
   }
-  const std::uint64_t sum = contentHash(std::string_view(bytes).substr(16));
-  put(&sum, 8);
-  writeCacheFile(path, bytes);
+  writeCacheFile(path, sealCacheEntry(std::move(bytes)));
 }
 
 }  // namespace

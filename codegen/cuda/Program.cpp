@@ -189,19 +189,20 @@ struct Program::Impl {
     namespace fs = std::filesystem;
     fs::path cached;
     if (!options.cacheDir.empty()) {
-      cached = fs::path(options.cacheDir) / fmt::format("{:016x}.cubin", key);
-      // An entry that is not a whole cubin (damaged, truncated) is compiled again and replaced.
-      const std::string bytes = readCacheFile(cached.string());
-      if (looksLikeElf64(bytes)) {
+      cached = fs::path(options.cacheDir) / fmt::format("{:016x}.kcubin", key);
+      // An entry that is not a whole, undamaged cubin (its hash differs, it is truncated) is
+      // compiled again and replaced: a flipped byte of machine code would run on the device.
+      const std::optional<std::string> bytes = unsealCacheEntry(readCacheFile(cached.string()));
+      if (bytes && looksLikeElf64(*bytes)) {
         auto c = std::make_shared<CompiledCuda>();
-        c->cubin.assign(bytes.begin(), bytes.end());
+        c->cubin.assign(bytes->begin(), bytes->end());
         std::lock_guard<std::mutex> lock(cache.mutex);
         return cache.entries.emplace(key, c).first->second;
       }
     }
     hit = false;
     auto c = std::make_shared<CompiledCuda>(compileCuda(source, unit, arch));
-    if (!cached.empty()) writeCacheFile(cached.string(), std::string_view(c->cubin.data(), c->cubin.size()));
+    if (!cached.empty()) writeCacheFile(cached.string(), sealCacheEntry(std::string(c->cubin.data(), c->cubin.size())));
     std::lock_guard<std::mutex> lock(cache.mutex);
     return cache.entries.emplace(key, c).first->second;
   }

@@ -58,5 +58,19 @@ TEST(FileErrors, AnEndlessStreamIsCutOffWithTheFileNamed) {
               HasSubstr("cannot read '/dev/zero': it is not a regular file and gave more than 1024 MiB"));
 }
 
+TEST(FileErrors, SealedCacheEntriesTellAnyDamage) {
+  for (const std::string& payload : {std::string(), std::string("x"), std::string(1000, '\x7f') + "tail"}) {
+    const std::string sealed = sealCacheEntry(payload);
+    ASSERT_EQ(unsealCacheEntry(sealed), payload);
+    for (size_t i = 0; i < sealed.size(); ++i) {  // every byte flipped, one at a time
+      std::string damaged = sealed;
+      damaged[i] = static_cast<char>(damaged[i] ^ 0x10);
+      EXPECT_FALSE(unsealCacheEntry(damaged)) << payload.size() << " bytes, byte " << i;
+    }
+    EXPECT_FALSE(unsealCacheEntry(sealed.substr(0, sealed.size() - 1)));
+    EXPECT_FALSE(unsealCacheEntry(sealed + "more"));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::rt::test
