@@ -112,8 +112,9 @@ ThreadPool::ThreadPool(int threads)
 #endif
     }
   } catch (const std::system_error& e) {
+    const size_t failing = workers_.size() + 1;  // worker k (the caller's thread is the pool's 0)
     stop();
-    KILN_THROW("could not start thread {} of a pool of {}: {}", workers_.size() + 1, threads_, e.what());
+    KILN_THROW("could not start thread {} of a pool of {}: {}", failing, threads_, e.what());
   }
 }
 
@@ -135,6 +136,7 @@ int ThreadPool::threadsFromEnvironment() {
   KILN_CHECK(ec == std::errc() && end == s.data() + s.size() && n >= 0,
              "KILN_THREADS='{}' is not a thread count: expected a non-negative integer (0: one per hardware thread)",
              s);
+  KILN_CHECK(n <= kMaxThreads, "KILN_THREADS={} is more threads than a pool takes (at most {})", n, kMaxThreads);
   return n;
 }
 

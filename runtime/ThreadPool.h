@@ -45,6 +45,8 @@ class ThreadPool {
   /// The thread count KILN_THREADS asks for: 0 (one per hardware thread) when unset or empty.
   /// Throws kiln::Error when it is not a non-negative integer.
   static int threadsFromEnvironment();
+  /// The most threads KILN_THREADS may ask for (a pool of 100000 took seconds to fail).
+  static constexpr int kMaxThreads = 1024;
 
   /// Calls fn(b, e) on disjoint chunks [b, e) covering [begin, end) exactly once, and returns
   /// when all have run; an empty range calls nothing. With g = max(grain, 1) and size = end - begin,
