@@ -22,20 +22,18 @@ constexpr int kMaxSweeps = 64;
 
 // Where each value of the old graph is read: how many operand slots of live nodes and how many
 // outputs and updates name it.
-struct Uses {
-  std::unordered_map<const Value*, int64_t> count;
-};
+using Uses = std::unordered_map<const Value*, int64_t>;
 
 std::vector<bool> liveNodes(const ir::Graph& g, Uses& uses) {
   const auto& nodes = g.nodes();
   std::unordered_map<const Value*, bool> needed;
   for (const ir::Output& o : g.outputs()) {
     needed[o.value] = true;
-    ++uses.count[o.value];
+    ++uses[o.value];
   }
   for (const ir::Update& u : g.updates()) {
     needed[u.value] = true;
-    ++uses.count[u.value];
+    ++uses[u.value];
   }
   std::vector<bool> live(nodes.size(), false);
   for (size_t i = nodes.size(); i-- > 0;) {
@@ -45,7 +43,7 @@ std::vector<bool> liveNodes(const ir::Graph& g, Uses& uses) {
   }
   for (size_t i = 0; i < nodes.size(); ++i)
     if (live[i])
-      for (const Value* v : nodes[i]->operands) ++uses.count[v];
+      for (const Value* v : nodes[i]->operands) ++uses[v];
   return live;
 }
 
@@ -63,7 +61,7 @@ bool sweep(ir::Graph& g) {
   std::unordered_map<const Value*, int64_t> pending;
   auto bind = [&](const Value* old, Value* now) {
     map[old] = now;
-    if (auto u = uses.count.find(old); u != uses.count.end()) pending[now] += u->second;
+    if (auto u = uses.find(old); u != uses.end()) pending[now] += u->second;
   };
   for (Value* v : g.inputs()) bind(v, out.addInput(v->name, v->type, v->loc));
   for (const ir::Param& p : g.params()) bind(p.value, out.addParam(p.value->name, p.value->type, p.init, p.value->loc));

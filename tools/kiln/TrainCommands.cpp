@@ -118,13 +118,6 @@ void shuffle(std::vector<int64_t>& v, uint64_t& state) {
   }
 }
 
-/// The data set whose examples fit a model's input row: digits for 64 values, else fashion-mnist.
-std::string defaultData(const ir::Shape& row) {
-  int64_t n = 1;
-  for (int64_t d : row) n *= d;
-  return n == 64 ? "digits" : "fashion-mnist";
-}
-
 /// Train and test splits of a data set, features scaled to [0, 1].
 std::pair<Split, Split> loadData(const std::string& name, int64_t limit) {
   if (name == "fashion-mnist") {
@@ -229,15 +222,16 @@ void addTrainCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     const ir::Value* x = step.findInput("x");
     KILN_CHECK(x != nullptr, "model '{}' has no input 'x'", o->model);
     ir::Shape row(x->type.shape.begin() + 1, x->type.shape.end());
+    int64_t modelValues = 1;
+    for (int64_t d : row) modelValues *= d;
     for (const std::string& w : model.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     // The training step's precision is already applied; amp at f32 leaves it alone.
     const std::string dumpDir = dumpDirectory(o->dumpDir);
     if (!dumpDir.empty() && target == engine::Target::Interp) dumpCompilation(step, dumpDir, "f32");
-    if (o->data.empty()) o->data = defaultData(row);
+    // The data set whose examples fit the model: digits' 64 values, else Fashion-MNIST's images.
+    if (o->data.empty()) o->data = modelValues == 64 ? "digits" : "fashion-mnist";
     auto [train, test] = loadData(o->data, o->limit);
     const int64_t rowValues = train.x.numel() / std::max<int64_t>(train.size(), 1);
-    int64_t modelValues = 1;
-    for (int64_t d : row) modelValues *= d;
     KILN_CHECK(rowValues == modelValues,
                "the data set '{}' has examples of {} values ({}); model '{}' takes x of shape {} ({} values): {}",
                o->data, rowValues, train.x.typeStr(), o->model, ir::shapeStr(row), modelValues,
