@@ -18,7 +18,7 @@
 // output where this oneDNN has a bf16 kernel for the CPU, as the workload gemm/…/tT/bf16 beside
 // kiln's bf16 GEMM) and OpenBLAS's cblas_sgemm. Threads are OpenMP's, shared by both libraries
 // (Debian's libopenblas0-openmp).
-#include "support/Bf16Peak.h"
+#include "support/PeakLoops.h"
 
 #include <cblas.h>
 #include <immintrin.h>
@@ -96,43 +96,7 @@ void emitSkip(const std::string& workload, const std::string& impl, const std::s
 
 // --- the FP32 FMA peak ---------------------------------------------------------------------------
 
-// Enough independent accumulators to cover the FMA latency on every FMA pipe (Zen 3: 2 pipes ×
-// 4 cycles = 8 in flight; Intel's AVX-512 cores: 2 × 4), and few enough to stay in registers
-// (16 ymm, 32 zmm) next to the two operands.
-constexpr int kAvx2Accumulators = 12;
-constexpr int kAvx512Accumulators = 24;
-
-/// iters × kAvx2Accumulators FMAs of 8 lanes; returns a value that depends on all of them.
-__attribute__((target("avx2,fma"))) float fmaLoopAvx2(int64_t iters) {
-  __m256 acc[kAvx2Accumulators];
-  for (int j = 0; j < kAvx2Accumulators; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
-  // x·a + b with a just below 1 converges to b/(1-a): no overflow, no denormals, however long.
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 32
-    for (int j = 0; j < kAvx2Accumulators; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
-  }
-  __m256 sum = acc[0];
-  for (int j = 1; j < kAvx2Accumulators; ++j) sum = _mm256_add_ps(sum, acc[j]);
-  float lanes[8];
-  _mm256_storeu_ps(lanes, sum);
-  return lanes[0] + lanes[7];
-}
-
-__attribute__((target("avx512f"))) float fmaLoopAvx512(int64_t iters) {
-  __m512 acc[kAvx512Accumulators];
-  for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 32
-    for (int j = 0; j < kAvx512Accumulators; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
-  }
-  __m512 sum = acc[0];
-  for (int j = 1; j < kAvx512Accumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, sum);
-  return lanes[0] + lanes[15];
-}
+// The loops are support/PeakLoops.h's, which the machine profile times too.
 
 /// The best sample of `loop` (returning a value that depends on all its work) on each thread
 /// count as workload peak/NAME/tT, `flopsPerThread` a call.
@@ -176,9 +140,10 @@ void benchPeak(const Options& opt) {
   }
   const char* impl = avx512 ? "fma-avx512" : "fma-avx2";
   const int64_t iters = 20'000'000;  // ~0.1-0.2 s per thread at 2-3 GHz
-  const double flopsPerThread = 2.0 * iters * (avx512 ? kAvx512Accumulators * 16 : kAvx2Accumulators * 8);
-  benchLoop(opt, "fma", impl, [&] { return avx512 ? fmaLoopAvx512(iters) : fmaLoopAvx2(iters); }, flopsPerThread,
-            std::to_string(avx512 ? kAvx512Accumulators : kAvx2Accumulators) + " accumulators, best sample");
+  const double flopsPerThread = iters * (avx512 ? kiln::kFmaAvx512FlopsPerRound : kiln::kFmaAvx2FlopsPerRound);
+  benchLoop(opt, "fma", impl, [&] { return avx512 ? kiln::fmaRoundsAvx512(iters) : kiln::fmaRoundsAvx2(iters); },
+            flopsPerThread,
+            std::to_string(avx512 ? kiln::kFmaChainsAvx512 : kiln::kFmaChainsAvx2) + " accumulators, best sample");
   benchBf16Peaks(opt);
 }
 

@@ -28,9 +28,11 @@
 namespace kiln::cost {
 
 /// The format of machine.json; a cache of another format is measured again. Format 4 adds bf16
-/// GEMM probes (GemmPoint::dtype); files of format 3 (a GPU profile measured elsewhere, such as
-/// cost/profiles/h200.json) are still read, their GEMM points f32.
-inline constexpr int kProfileFormat = 4;
+/// GEMM probes (GemmPoint::dtype); format 5 has a bf16 peak only where kiln's bf16 products run on
+/// AMX or vdpbf16ps (not where vdpbf16ps is slower than the FMAs and they convert to f32). Files
+/// of format 3 (a GPU profile measured elsewhere, such as cost/profiles/h200.json) are still read,
+/// their GEMM points f32.
+inline constexpr int kProfileFormat = 5;
 inline constexpr int kProfileFormatOldest = 3;
 
 /// What makes a cached CPU profile valid for this process.

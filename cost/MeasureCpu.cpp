@@ -20,7 +20,7 @@
 #include "passes/Pipeline.h"
 #include "runtime/HostTensor.h"
 #include "runtime/ThreadPool.h"
-#include "support/Bf16Peak.h"
+#include "support/PeakLoops.h"
 
 #include <fmt/format.h>
 #include <immintrin.h>
@@ -60,36 +60,9 @@ double bestSeconds(F&& fn, double sampleSeconds, int samples) {
 
 // ---- the FMA peak --------------------------------------------------------------------------------
 
-/// Accumulators per ISA: enough independent chains to hide the FMA latency on two pipes (4-5 cycles
-/// each: 8-10 in flight), few enough to stay in the register file beside the two operands.
-constexpr int kChainsAvx2 = 12, kChainsAvx512 = 24, kChainsScalar = 12;
+constexpr int kChainsScalar = 12;
 
-/// `rounds` rounds of one FMA per chain; x·a + b with a < 1 converges, so nothing overflows or
-/// turns denormal however long it runs. Returns a value depending on every chain.
-__attribute__((target("avx2,fma"))) float chainsAvx2(int64_t rounds) {
-  __m256 x[kChainsAvx2];
-  for (int c = 0; c < kChainsAvx2; ++c) x[c] = _mm256_set1_ps(0.5f + c);
-  const __m256 a = _mm256_set1_ps(0.9995f), b = _mm256_set1_ps(0.0005f);
-  for (int64_t r = 0; r < rounds; ++r) {
-#pragma GCC unroll 24
-    for (int c = 0; c < kChainsAvx2; ++c) x[c] = _mm256_fmadd_ps(x[c], a, b);
-  }
-  for (int c = 1; c < kChainsAvx2; ++c) x[0] = _mm256_add_ps(x[0], x[c]);
-  return _mm256_cvtss_f32(x[0]);
-}
-
-__attribute__((target("avx512f"))) float chainsAvx512(int64_t rounds) {
-  __m512 x[kChainsAvx512];
-  for (int c = 0; c < kChainsAvx512; ++c) x[c] = _mm512_set1_ps(0.5f + c);
-  const __m512 a = _mm512_set1_ps(0.9995f), b = _mm512_set1_ps(0.0005f);
-  for (int64_t r = 0; r < rounds; ++r) {
-#pragma GCC unroll 24
-    for (int c = 0; c < kChainsAvx512; ++c) x[c] = _mm512_fmadd_ps(x[c], a, b);
-  }
-  for (int c = 1; c < kChainsAvx512; ++c) x[0] = _mm512_add_ps(x[0], x[c]);
-  return _mm512_cvtss_f32(x[0]);
-}
-
+/// The scalar counterpart of support/PeakLoops.h's FMA loops, for CPUs with neither ISA.
 float chainsScalar(int64_t rounds) {
   float x[kChainsScalar];
   for (int c = 0; c < kChainsScalar; ++c) x[c] = 0.5f + c;
@@ -110,9 +83,9 @@ struct PeakLoop {
 };
 
 PeakLoop peakLoop(const std::string& isa) {
-  if (isa == "avx512" && __builtin_cpu_supports("avx512f")) return {chainsAvx512, 2.0 * 16 * kChainsAvx512, 16};
+  if (isa == "avx512" && __builtin_cpu_supports("avx512f")) return {fmaRoundsAvx512, kFmaAvx512FlopsPerRound, 16};
   if (isa == "avx2" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {chainsAvx2, 2.0 * 8 * kChainsAvx2, 8};
+    return {fmaRoundsAvx2, kFmaAvx2FlopsPerRound, 8};
   return {chainsScalar, 2.0 * kChainsScalar, 1};
 }
 
@@ -500,9 +473,10 @@ CpuProfile measureCpu(const std::function<void(const std::string&)>& progress) {
     p.peakGflops[static_cast<size_t>(t - 1)] = peakWithThreads(loop, t);
   }
   interpolateGaps(p.peakGflops, counts);
-  // bf16: on the tiles where kiln's bf16 products use them, else vdpbf16ps.
+  // bf16: on the tiles where kiln's bf16 products use them, else vdpbf16ps where they use it; where
+  // they convert to f32 (no AVX512-BF16, or vdpbf16ps slower than the FMAs) the FMA peak is theirs.
   const bool tiles = amxTileDataPermitted() && __builtin_cpu_supports("avx512f");
-  if (tiles || (loop.lanes == 16 && __builtin_cpu_supports("avx512bf16"))) {
+  if (tiles || (loop.lanes == 16 && bf16DotOutrunsFma())) {
     const PeakLoop bf16 = tiles ? PeakLoop{amxRounds, kAmxFlopsPerRound, 16} : PeakLoop{bf16DotRounds, kBf16DotFlopsPerRound, 16};
     p.peakBf16Gflops.assign(static_cast<size_t>(n), 0);
     for (int t : counts) {

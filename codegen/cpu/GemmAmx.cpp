@@ -1,7 +1,7 @@
 // bf16 products on AMX tiles (Sapphire Rapids and later; VectorIsa::amx). The k-pair path of the
 // packed GEMM (Gemm.cpp's "bf16 on AVX512-BF16") with the register tile replaced by four tile
 // registers: where the CPU has amx-tile and amx-bf16 and Linux grants the process its tile data
-// (support/Bf16Peak.h's amxTileDataPermitted), a contraction on the pair path blocks with MR = 32, NR = 32 and
+// (support/PeakLoops.h's amxTileDataPermitted), a contraction on the pair path blocks with MR = 32, NR = 32 and
 // K slices padded to 32 (Blocking::amx), and its micro-kernel computes the 32 × 32 tile of C as
 // 2 × 2 tiles of 16 × 16 f32:
 //

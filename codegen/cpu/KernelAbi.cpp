@@ -1,7 +1,7 @@
 #include "codegen/cpu/KernelAbi.h"
 
 #include "codegen/cpu/Jit.h"
-#include "support/Bf16Peak.h"
+#include "support/PeakLoops.h"
 
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Module.h>
@@ -15,6 +15,7 @@ VectorIsa isaOf(const Jit& jit) {
   isa.fma = jit.hasFeature("fma");
   isa.f16c = jit.hasFeature("f16c");
   isa.avx512bf16 = jit.hasFeature("avx512bf16");
+  isa.bf16DotPays = !isa.avx512bf16 || !jit.targetsHost() || bf16DotOutrunsFma();
   // The host's tiles need the kernel's permission (asked once per process); code compiled for
   // another CPU is never run here.
   isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16") && (!jit.targetsHost() || amxTileDataPermitted());

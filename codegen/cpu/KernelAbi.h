@@ -39,6 +39,9 @@ struct VectorIsa {
   bool avx512 = false;      // avx512f (+bw, vl, dq assumed together on every CPU that has them)
   bool avx512bf16 = false;  // vdpbf16ps
   bool amx = false;         // amx-tile + amx-bf16, and (for the host) the kernel's permission to use them
+  // vdpbf16ps does more flops than f32 FMAs on this CPU (support/PeakLoops.h's bf16DotOutrunsFma,
+  // measured for the host; assumed for a named CPU): else bf16 products convert to f32.
+  bool bf16DotPays = true;
   // The bf16 GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs) on an ISA without vdpbf16ps, each
   // of its dot products done as two FMAs (the same bits: bf16 products are exact in f32). Set only
   // by tests, to run that path's packing and micro-kernel on any machine (JitOptions::emulateBf16Dot).
@@ -49,7 +52,7 @@ struct VectorIsa {
   bool emulateAmx = false;
 
   /// vdpbf16ps on vectors of 16 floats: bf16 products on the GEMM's k-pair path, natively.
-  bool bf16Dot() const { return avx512bf16 && avx512; }
+  bool bf16Dot() const { return avx512bf16 && avx512 && bf16DotPays; }
   /// The k-pair path multiplies on AMX tiles (tdpbf16ps), natively or emulated.
   bool amxTiles() const { return avx512 && (amx || emulateAmx); }
   // Limits of the packed GEMM's blocking (Gemm.cpp's blockingFor: the K slice and the rows and

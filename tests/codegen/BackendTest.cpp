@@ -512,7 +512,8 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
 }
 
 // bf16 training steps on the GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs: native on CPUs
-// with AVX512-BF16, where every bf16 program takes it; emulated elsewhere, JitOptions::emulateBf16Dot):
+// whose vdpbf16ps outruns the FMAs, where every bf16 program takes it; emulated elsewhere,
+// JitOptions::emulateBf16Dot):
 // the amp pass's bf16 graphs of mnist_mlp, tiny_mlp and cnn Adam steps at batch 33 (forward,
 // weight- and input-gradient products on the pair path, odd K included) against the interpreter
 // on the same graph, within bf16's rounding (a product input rounded the other way moves a

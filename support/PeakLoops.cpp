@@ -1,6 +1,7 @@
-#include "support/Bf16Peak.h"
+#include "support/PeakLoops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 
 #if defined(__x86_64__)
@@ -26,6 +27,30 @@ bool amxTileDataPermitted() {
 }
 
 #if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float fmaRoundsAvx2(int64_t rounds) {
+  __m256 x[kFmaChainsAvx2];
+  for (int c = 0; c < kFmaChainsAvx2; ++c) x[c] = _mm256_set1_ps(0.5f + c);
+  const __m256 a = _mm256_set1_ps(0.9995f), b = _mm256_set1_ps(0.0005f);
+  for (int64_t r = 0; r < rounds; ++r) {
+#pragma GCC unroll 24
+    for (int c = 0; c < kFmaChainsAvx2; ++c) x[c] = _mm256_fmadd_ps(x[c], a, b);
+  }
+  for (int c = 1; c < kFmaChainsAvx2; ++c) x[0] = _mm256_add_ps(x[0], x[c]);
+  return _mm256_cvtss_f32(x[0]);
+}
+
+__attribute__((target("avx512f"))) float fmaRoundsAvx512(int64_t rounds) {
+  __m512 x[kFmaChainsAvx512];
+  for (int c = 0; c < kFmaChainsAvx512; ++c) x[c] = _mm512_set1_ps(0.5f + c);
+  const __m512 a = _mm512_set1_ps(0.9995f), b = _mm512_set1_ps(0.0005f);
+  for (int64_t r = 0; r < rounds; ++r) {
+#pragma GCC unroll 24
+    for (int c = 0; c < kFmaChainsAvx512; ++c) x[c] = _mm512_fmadd_ps(x[c], a, b);
+  }
+  for (int c = 1; c < kFmaChainsAvx512; ++c) x[0] = _mm512_add_ps(x[0], x[c]);
+  return _mm512_cvtss_f32(x[0]);
+}
+
 __attribute__((target("avx512f,avx512bf16"))) float bf16DotRounds(int64_t rounds) {
   constexpr int kChains = 24;
   __m512 acc[kChains];
@@ -68,9 +93,34 @@ __attribute__((target("amx-tile,amx-bf16"))) float amxRounds(int64_t rounds) {
   _tile_release();
   return out[0];
 }
+
+bool bf16DotOutrunsFma() {
+  static const bool outruns = [] {
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) return false;
+    // 20000 rounds: 0.1-0.4 ms a sample. The loops alternate, so a frequency change or another
+    // process slows both alike, and each keeps its best sample: load only ever slows a loop.
+    constexpr int64_t kRounds = 20000;
+    volatile float sink = 0;
+    auto secondsOf = [&](float (*loop)(int64_t)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      sink = sink + loop(kRounds);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    double fma = 1e30, dot = 1e30;
+    for (int sample = 0; sample < 5; ++sample) {
+      fma = std::min(fma, secondsOf(fmaRoundsAvx512));
+      dot = std::min(dot, secondsOf(bf16DotRounds));
+    }
+    return kBf16DotFlopsPerRound / dot > kFmaAvx512FlopsPerRound / fma;
+  }();
+  return outruns;
+}
 #else
+float fmaRoundsAvx2(int64_t) { return 0; }
+float fmaRoundsAvx512(int64_t) { return 0; }
 float bf16DotRounds(int64_t) { return 0; }
 float amxRounds(int64_t) { return 0; }
+bool bf16DotOutrunsFma() { return false; }
 #endif
 
 }  // namespace kiln
