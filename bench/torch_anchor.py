@@ -244,7 +244,8 @@ def main():
     torch.ones(2, 2) @ torch.ones(2, 2)  # maps the BLAS library
     emit(workload="env/torch", impl="torch", torch=torch.__version__, threads=torch.get_num_threads(),
          blas=loaded_blas(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", "(default)"),
-         ld_preload=os.environ.get("LD_PRELOAD", ""))
+         ld_preload=os.environ.get("LD_PRELOAD", ""),
+         openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "(detected)"))
     pattern = re.compile(args.filter)
     for name, batch, opt in TRAIN:
         workload = f"train/{name}/b{batch}/{opt}"

@@ -41,6 +41,27 @@ done
 BLAS_DIR=/usr/lib/x86_64-linux-gnu/openblas-openmp
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 
+# OpenBLAS picks its kernels by CPU model, and a model newer than its release (Debian's 0.3.21 on an
+# Emerald Rapids Xeon) falls back to Prescott's SSE3 kernels: PyTorch's f32 matmuls then run at a
+# sixth of their speed. A careful user names the core instead, as here: the newest one this build
+# has for the CPU's vector ISA. OPENBLAS_CORETYPE set by the caller is kept.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  core=$(LD_LIBRARY_PATH=$BLAS_DIR "$PYTHON" -c 'import ctypes
+lib = ctypes.CDLL("libopenblas.so.0")
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())' 2>/dev/null || true)
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  if [ "$core" = Prescott ] || [ "$core" = Nehalem ] || [ "$core" = Sandybridge ]; then
+    if [[ $flags == *" avx512_bf16"* ]]; then export OPENBLAS_CORETYPE=Cooperlake
+    elif [[ $flags == *" avx512f"* ]]; then export OPENBLAS_CORETYPE=SkylakeX
+    elif [[ $flags == *" avx2"* ]]; then export OPENBLAS_CORETYPE=Haswell
+    fi
+  fi
+  if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    echo "bench: OpenBLAS took $core kernels on this CPU; OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
+  fi
+fi
+
 run_kiln() {
   if [ -z "$KILN_BENCH" ]; then return; fi
   # shellcheck disable=SC2086  # KILN_BENCH_ARGS is a list of words

@@ -28,8 +28,8 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
     std::printf("  llvm %s target: %s, cpu %s, %d f32 lanes per vector\n", host.llvmVersion.c_str(),
                 host.triple.c_str(), host.cpu.c_str(), host.f32Lanes());
     // How mixed precision multiplies here (codegen/cpu/Gemm.cpp, GemmAmx.cpp): bf16 products of
-    // matmul operands on AMX tiles or as vdpbf16ps k pairs where the CPU (and for AMX, Linux) allows;
-    // convolution windows, f16 and CPUs without either widen to f32 when packing.
+    // matmul operands on AMX tiles or as vdpbf16ps k pairs where the CPU (and for AMX, Linux) allows
+    // and vdpbf16ps outruns the FMAs; convolution windows, f16 and other CPUs widen to f32 when packing.
     const cpu::VectorIsa isa = cpu::isaOf(cpu::Jit::host());
     const bool amxHardware = std::any_of(cpu.isa.begin(), cpu.isa.end(), [](const std::string& f) {
       return f == "amx_bf16";
@@ -37,8 +37,10 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
     const char* bf16 = isa.amxTiles()   ? "AMX tiles (tdpbf16ps), f32 accumulation"
                        : isa.bf16Dot() ? "bf16 k pairs (vdpbf16ps), f32 accumulation"
                                        : "operands widened to f32 when packed, f32 arithmetic";
-    std::printf("  bf16 matmul products: %s%s\n", bf16,
-                amxHardware && !isa.amx ? " (Linux refused this process AMX tile data)" : "");
+    const char* why = amxHardware && !isa.amx                    ? " (Linux refused this process AMX tile data)"
+                      : !isa.amxTiles() && isa.avx512bf16 && !isa.bf16Dot() ? " (vdpbf16ps does fewer flops than the FMAs here)"
+                                                                             : "";
+    std::printf("  bf16 matmul products: %s%s\n", bf16, why);
     std::printf("  f16 products, bf16 convolutions: operands widened to f32 when packed, f32 arithmetic\n");
 #if KILN_HAVE_CUDA
     std::printf("nvrtc: %s\n", cuda::nvrtcVersion().c_str());
