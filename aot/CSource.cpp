@@ -468,28 +468,43 @@ std::string apiFunctions(const ProgramDescription& p, const std::string& P, cons
   const std::string N = macroName(n);
   const size_t numInputs = p.graph->inputs().size(), numOutputs = p.graph->outputs().size();
   std::string c = "\n/* ---- the API of " + n + ".h ---- */\n\n";
-  c += fmt::format(R"c({N}_API {n}_status {n}_create({n}_context** ctx, const char* weights_path, int num_threads) {{
+  // A NULL context is reported here, under the function's public name: the runtime's own message
+  // could only name its internal function.
+  c += fmt::format(R"c(static int kiln_aot_no_context(const char* fn) {{
+  return kaot_fail(KILN_AOT_E_ARGUMENT, "%s: the context is NULL", fn);
+}}
+{N}_API {n}_status {n}_create({n}_context** ctx, const char* weights_path, int num_threads) {{
+  if (!ctx) return ({n}_status)kaot_fail(KILN_AOT_E_ARGUMENT, "{n}_create: ctx is NULL");
   return ({n}_status){create}, weights_path, num_threads, (kiln_aot_context**)ctx);
 }}
 {N}_API void {n}_destroy({n}_context* ctx) {{ kiln_aot_destroy((kiln_aot_context*)ctx); }}
 {N}_API const char* {n}_error_message(void) {{ return kiln_aot_error(); }}
-{N}_API int {n}_num_threads(const {n}_context* ctx) {{ return kiln_aot_threads((const kiln_aot_context*)ctx); }}
+{N}_API int {n}_num_threads(const {n}_context* ctx) {{
+  if (!ctx) return kiln_aot_no_context("{n}_num_threads"), 0;
+  return kiln_aot_threads((const kiln_aot_context*)ctx);
+}}
 {N}_API {n}_status {n}_load_weights({n}_context* ctx, const char* path) {{
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_load_weights");
   return ({n}_status)kiln_aot_load_weights((kiln_aot_context*)ctx, path);
 }}
 {N}_API {n}_status {n}_save_weights(const {n}_context* ctx, const char* path) {{
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_save_weights");
   return ({n}_status)kiln_aot_save_weights((const kiln_aot_context*)ctx, path);
 }}
 {N}_API {n}_status {n}_get_param(const {n}_context* ctx, const char* name, void* data, size_t bytes) {{
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_get_param");
   return ({n}_status)kiln_aot_get_param((const kiln_aot_context*)ctx, name, data, bytes);
 }}
 {N}_API {n}_status {n}_set_param({n}_context* ctx, const char* name, const void* data, size_t bytes) {{
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_set_param");
   return ({n}_status)kiln_aot_set_param((kiln_aot_context*)ctx, name, data, bytes);
 }}
 {N}_API {n}_status {n}_run({n}_context* ctx, const void* const* inputs, void* const* outputs) {{
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_run");
   return ({n}_status)kiln_aot_run((kiln_aot_context*)ctx, inputs, outputs);
 }}
 {N}_API const void* {n}_output(const {n}_context* ctx, int index) {{
+  if (!ctx) return kiln_aot_no_context("{n}_output"), NULL;
   return kiln_aot_output((const kiln_aot_context*)ctx, index);
 }}
 static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char* what, int index,
@@ -520,6 +535,7 @@ static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char
   if (p.training())
     c += fmt::format(R"c({N}_API {n}_status {n}_train_step({n}_context* ctx, const void* batch, const void* labels,
                                   float learning_rate, float* loss) {{
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_train_step");
   return ({n}_status)kiln_aot_train_step((kiln_aot_context*)ctx, batch, labels, learning_rate, loss);
 }}
 )c",
@@ -527,6 +543,7 @@ static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char
   else if (numInputs == 1 && numOutputs > 0)
     c += fmt::format(R"c({N}_API {n}_status {n}_forward({n}_context* ctx, const void* input, void* output) {{
   void* outputs[{nout}] = {{0}};
+  if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_forward");
   if (!output) return ({n}_status)kaot_fail(KILN_AOT_E_ARGUMENT, "{n}_forward: output is NULL");
   outputs[0] = output;
   return ({n}_status)kiln_aot_run((kiln_aot_context*)ctx, &input, outputs);

@@ -315,7 +315,7 @@ KAOT_FN int kaot_check_weights_path(const kiln_aot_program* p, const char* weigh
 
 KAOT_FN int kiln_aot_load_weights(kiln_aot_context* c, const char* path) {
   if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_load_weights: the context is NULL");
-  if (!path) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_load_weights: path is NULL");
+  if (!path) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_load_weights: path is NULL", KAOT_BASE(c)->p->name);
   return kaot_load_file(c, path);
 }
 
@@ -335,7 +335,7 @@ static int kaot_check_indices(const kiln_aot_program* p, const void* const* inpu
         v = w;
       }
       if (v < 0 || v >= t->index_bound)
-        return kaot_fail(KILN_AOT_E_ARGUMENT, "%s %s: input \"%s\" element %" PRId64 " is %" PRId64 ", an index out of range [0, %" PRId64 ")",
+        return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: input \"%s\" element %" PRId64 " is %" PRId64 ", an index out of range [0, %" PRId64 ")",
                          p->name, fn, t->name, j, v, t->index_bound);
     }
   }
@@ -345,9 +345,9 @@ static int kaot_check_indices(const kiln_aot_program* p, const void* const* inpu
 KAOT_FN int kiln_aot_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs) {
   if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_run: the context is NULL");
   const kiln_aot_program* p = KAOT_BASE(c)->p;
-  if (!inputs && p->num_inputs > 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s run: inputs is NULL", p->name);
+  if (!inputs && p->num_inputs > 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_run: inputs is NULL", p->name);
   for (int i = 0; i < p->num_inputs; ++i)
-    if (!inputs[i]) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s run: inputs[%d] (\"%s\") is NULL", p->name, i, p->inputs[i].name);
+    if (!inputs[i]) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_run: inputs[%d] (\"%s\") is NULL", p->name, i, p->inputs[i].name);
   int rc = kaot_check_indices(p, inputs, "run");
   if (rc) return rc;
   return kaot_target_run(c, inputs, outputs);
@@ -372,22 +372,22 @@ KAOT_FN int kiln_aot_train_step(kiln_aot_context* c, const void* batch, const vo
   int rc;
   if (p->train_batch < 0)
     return kaot_fail(KILN_AOT_E_STATE, "%s is an inference library; train_step needs one built with kiln aot --train", p->name);
-  if (!batch) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s train_step: batch is NULL", p->name);
-  if (!labels && p->train_labels >= 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s train_step: labels is NULL", p->name);
+  if (!batch) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_train_step: batch is NULL", p->name);
+  if (!labels && p->train_labels >= 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_train_step: labels is NULL", p->name);
   for (int i = 0; i < p->num_inputs; ++i)
     if (i != p->train_batch && i != p->train_labels && i != p->train_lr)
-      return kaot_fail(KILN_AOT_E_STATE, "%s train_step: input %d (\"%s\") is neither the batch, the labels nor the learning rate; use run",
+      return kaot_fail(KILN_AOT_E_STATE, "%s_train_step: input %d (\"%s\") is neither the batch, the labels nor the learning rate; use run",
                        p->name, i, p->inputs[i].name);
   float f;
   const kiln_aot_tensor* out = &p->outputs[p->train_loss];
   if (out->numel < 1 || !kaot_to_float(out->dtype, b->outs[p->train_loss], &f))
-    return kaot_fail(KILN_AOT_E_STATE, "%s train_step: the loss output is %s, not a floating-point number", p->name, kaot_dtype_names[out->dtype]);
+    return kaot_fail(KILN_AOT_E_STATE, "%s_train_step: the loss output is %s, not a floating-point number", p->name, kaot_dtype_names[out->dtype]);
   if (p->train_lr >= 0) {
     const kiln_aot_tensor* t = &p->inputs[p->train_lr];
     uint16_t h = t->dtype == KILN_AOT_F16 ? kaot_f32_to_f16(learning_rate) : kaot_f32_to_bf16(learning_rate);
     double d = learning_rate;
     if (t->numel != 1 || (t->dtype != KILN_AOT_F32 && t->dtype != KILN_AOT_F64 && t->dtype != KILN_AOT_F16 && t->dtype != KILN_AOT_BF16))
-      return kaot_fail(KILN_AOT_E_STATE, "%s train_step: the learning-rate input \"%s\" is %s[%" PRId64 " elements], not a float scalar",
+      return kaot_fail(KILN_AOT_E_STATE, "%s_train_step: the learning-rate input \"%s\" is %s[%" PRId64 " elements], not a float scalar",
                        p->name, t->name, kaot_dtype_names[t->dtype], t->numel);
     if (t->dtype == KILN_AOT_F32) memcpy(b->lr, &learning_rate, 4);
     else if (t->dtype == KILN_AOT_F64) memcpy(b->lr, &d, 8);
@@ -411,37 +411,38 @@ KAOT_FN const void* kiln_aot_output(const kiln_aot_context* c, int index) {
   return b->outs[index];
 }
 
+/* `fn`: the API function without the library's name ("get_param"). */
 KAOT_FN int kaot_find_param(const kiln_aot_context* c, const char* fn, const char* name, const void* buf, size_t bytes, int* index) {
   char q[256], t[256];
-  if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s: the context is NULL", fn);
-  if (!name) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s: name is NULL", fn);
-  if (!buf) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s: the buffer for %s is NULL", fn, kaot_q(q, name, strlen(name)));
+  if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_%s: the context is NULL", fn);
   const kiln_aot_program* prog = KAOT_CBASE(c)->p;
+  if (!name) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: name is NULL", prog->name, fn);
+  if (!buf) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: the buffer for %s is NULL", prog->name, fn, kaot_q(q, name, strlen(name)));
   for (int i = 0; i < prog->num_params; ++i) {
     const kiln_aot_tensor* p = &prog->params[i];
     if (strcmp(p->name, name) != 0) continue;
     if ((uint64_t)bytes != (uint64_t)p->bytes)
-      return kaot_fail(KILN_AOT_E_ARGUMENT, "%s: parameter %s is %s (%" PRId64 " bytes), not %zu bytes", fn, kaot_q(q, name, strlen(name)),
+      return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: parameter %s is %s (%" PRId64 " bytes), not %zu bytes", prog->name, fn, kaot_q(q, name, strlen(name)),
                        kaot_type(t, kaot_dtype_names[p->dtype], p->rank, p->shape), p->bytes, bytes);
     *index = i;
     return KILN_AOT_OK;
   }
-  return kaot_fail(KILN_AOT_E_ARGUMENT, "%s: %s has no parameter %s", fn, prog->name, kaot_q(q, name, strlen(name)));
+  return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: no parameter %s", prog->name, fn, kaot_q(q, name, strlen(name)));
 }
 
 KAOT_FN int kiln_aot_get_param(const kiln_aot_context* c, const char* name, void* dst, size_t bytes) {
-  int i = 0, rc = kaot_find_param(c, "kiln_aot_get_param", name, dst, bytes, &i);
+  int i = 0, rc = kaot_find_param(c, "get_param", name, dst, bytes, &i);
   if (!rc && bytes) rc = kaot_target_get_param(c, i, dst);
   return rc;
 }
 
 KAOT_FN int kiln_aot_set_param(kiln_aot_context* c, const char* name, const void* src, size_t bytes) {
-  int i = 0, rc = kaot_find_param(c, "kiln_aot_set_param", name, src, bytes, &i);
+  int i = 0, rc = kaot_find_param(c, "set_param", name, src, bytes, &i);
   char q[256];
   for (size_t k = 0; !rc && KAOT_BASE(c)->p->params[i].dtype == KILN_AOT_BOOL && k < bytes; ++k)
     if (((const unsigned char*)src)[k] > 1)
-      return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_set_param: bool parameter %s: element %zu has byte value %d (must be 0 or 1)",
-                       kaot_q(q, name, strlen(name)), k, ((const unsigned char*)src)[k]);
+      return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_set_param: bool parameter %s: element %zu has byte value %d (must be 0 or 1)",
+                       KAOT_BASE(c)->p->name, kaot_q(q, name, strlen(name)), k, ((const unsigned char*)src)[k]);
   if (!rc && bytes) rc = kaot_target_set_param(c, i, src);
   return rc;
 }

@@ -556,7 +556,7 @@ KAOT_FN int kiln_aot_save_weights(const kiln_aot_context* c, const char* path) {
   static atomic_uint counter;
   static const char digits62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
   if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_save_weights: the context is NULL");
-  if (!path) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_save_weights: path is NULL");
+  if (!path) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_save_weights: path is NULL", KAOT_CBASE(c)->p->name);
   const kiln_aot_program* p = KAOT_CBASE(c)->p;
   kaot_sorted* order = (kaot_sorted*)malloc(((size_t)p->num_params + 1) * sizeof(kaot_sorted));
   kaot_buf h = {0, 0, 0}, pb = {0, 0, 0};

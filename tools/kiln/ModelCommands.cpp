@@ -221,15 +221,17 @@ void addModelCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& c
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("opt", "Run passes on a .kir file and print the result");
     cmd->add_option("FILE", o->file, ".kir file")->required();
-    cmd->add_option("--passes", o->passList,
-                    "comma-separated pass names (see `kiln passes`); default: the default pipeline "
-                    "decompose,canonicalize,amp,fuse,plan");
+    CLI::Option* passOption = cmd->add_option("--passes", o->passList,
+                                          "comma-separated pass names (see `kiln passes`); default: the default "
+                                          "pipeline decompose,canonicalize,amp,fuse,plan");
     cmd->add_option("-o,--output", o->out, "output .kir file ('-' = stdout)");
     cmd->add_flag("--summary", o->summary, "print the kernels, FLOPs, bytes moved and memory of the result to stderr");
     addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--precision", o->precision, "the amp pass's policy: f32, bf16 or f16")
         ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-    commands.emplace_back(cmd, [o] {
+    commands.emplace_back(cmd, [o, passOption] {
+      KILN_CHECK(passOption->count() == 0 || !o->passList.empty(),
+                 "--passes names no pass: give pass names (see `kiln passes`), or leave it out for the default pipeline");
       ir::Graph g = ir::parseGraphFile(o->file);
       passes::PassContext ctx;
       ctx.dumpDir = dumpDirectory(o->dumpDir);

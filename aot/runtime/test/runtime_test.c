@@ -194,7 +194,7 @@ static void test_toy_runs(int threads) {
   CHECK(kiln_aot_set_param(c, "flag", flag, 3) == KILN_AOT_OK && param_is(c, "flag", flag, 3));
   EXPECT_FAIL(kiln_aot_set_param(c, "flag", bad, 3), KILN_AOT_E_ARGUMENT, "byte value 2");
   EXPECT_FAIL(kiln_aot_set_param(c, "w", w, 12), KILN_AOT_E_ARGUMENT, "\"w\" is f32[1000] (4000 bytes), not 12 bytes");
-  EXPECT_FAIL(kiln_aot_get_param(c, "nope", w, 4000), KILN_AOT_E_ARGUMENT, "toy has no parameter \"nope\"");
+  EXPECT_FAIL(kiln_aot_get_param(c, "nope", w, 4000), KILN_AOT_E_ARGUMENT, "toy_get_param: no parameter \"nope\"");
   CHECK(param_is(c, "flag", flag, 3));
   kiln_aot_destroy(c);
 }
