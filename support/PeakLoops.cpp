@@ -97,9 +97,11 @@ __attribute__((target("amx-tile,amx-bf16"))) float amxRounds(int64_t rounds) {
 bool bf16DotOutrunsFma() {
   static const bool outruns = [] {
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) return false;
-    // 20000 rounds: 0.1-0.4 ms a sample. The loops alternate, so a frequency change or another
-    // process slows both alike, and each keeps its best sample: load only ever slows a loop.
-    constexpr int64_t kRounds = 20000;
+    // 10000 rounds: 0.05-0.2 ms a sample, under 1 ms in all: every process whose JIT targets
+    // the host pays it once (the prebuilt GEMM routines it links depend on the answer). The loops
+    // alternate, so a frequency change or another process slows both alike, and each keeps its
+    // best sample: load only ever slows a loop.
+    constexpr int64_t kRounds = 10000;
     volatile float sink = 0;
     auto secondsOf = [&](float (*loop)(int64_t)) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -107,7 +109,7 @@ bool bf16DotOutrunsFma() {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     double fma = 1e30, dot = 1e30;
-    for (int sample = 0; sample < 5; ++sample) {
+    for (int sample = 0; sample < 3; ++sample) {
       fma = std::min(fma, secondsOf(fmaRoundsAvx512));
       dot = std::min(dot, secondsOf(bf16DotRounds));
     }

@@ -43,7 +43,7 @@ float amxRounds(int64_t rounds);
 /// on Zen 4 and 5 it does twice the FMA's work per instruction at the same rate, but some Xeons
 /// (the development machine's Emerald Rapids VM: a quarter of the FMA's rate, half its flops) run
 /// it slower, and there bf16 products are faster converted to f32 for the FMA micro-kernel.
-/// Measured once per process (best of a few alternating samples of both loops, about 2 ms in
+/// Measured once per process (best of three alternating samples of both loops, under 1 ms in
 /// all); false without AVX-512 and AVX512-BF16.
 bool bf16DotOutrunsFma();
 
