@@ -208,7 +208,8 @@ constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6,
               ScratchIndex = 16, ElementBytes = 17,               // of an operand element as stored
               KPad = 18, AInPlace = 19, Group0 = 20, Group1 = 21,  // small path: A rows, row groups
               SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
-              ReuseA = 27, A = 28, B = A + OperandFields, Count = B + OperandFields;
+              ReuseA = 27, Direct = 28,  // packed path: the result's buffer + 1 when blocks may go straight into it
+              A = 29, B = A + OperandFields, Count = B + OperandFields;
 
 /// Functions the drivers call: the packing routines of A and B (packed path), the row-group
 /// kernels, A's conversion into rows and B's into a panel (small path), and the kernel's epilogue.
