@@ -26,12 +26,9 @@
 // vectors of columns as it holds data (a 14 × 14 image's 196 = 6 · 32 + 4 columns end in a
 // 16-column kernel, not a 32-column one). The micro-kernel keeps MR × NR/lanes vector
 // accumulators in registers (explicit vector types, llvm.fmuladd), broadcasts A and loads B, and
-// adds into the tile after the first slice. A plain product (an epilogue that only stores it, in
-// the accumulator's type, row-major, unbatched: desc::Direct) accumulates each block of whole
-// register tiles whose rows start on vector boundaries in the result itself instead: no tile, no
-// copy (6.5 % of the samples of 10000×256·512 on one thread went to that copy; `kiln_gemm_tune
-// --threads 2`, three interleaved pairs, medians: 10000×256·512 194–228 → 209–256 GFLOP/s,
-// 10000×1000·(512×1000)ᵀ 204–250 → 212–258, 1024³ and 10000×512·1000 within the noise).
+// adds into the tile after the first slice. A plain product (GemmDriver.cpp's directResult)
+// accumulates its blocks of whole register tiles in the result itself: no tile, no copy (6.5 % of
+// 10000×256·512's time; docs/PERFORMANCE.md, after the thirteenth table).
 //
 // Blocking, f32 (f64 and i64 keep the byte sizes: half the elements per vector, NR and NB):
 //
@@ -553,26 +550,6 @@ class GemmEmitter {
     set(desc::Rank, static_cast<int64_t>(dims.size()));
   }
 
-  /// The result's buffer + 1 where the packed path's micro-kernel may write blocks of C straight
-  /// into it, else 0: the epilogue only stores the product, in the accumulator's type, row-major
-  /// and without batches, into a buffer that is no operand. The driver then skips the block's tile
-  /// and the epilogue's copy of it for every block of whole register tiles (GemmDriver.cpp).
-  int64_t directResult() const {
-    const kernels::Kernel& k = g_.kernel;
-    if (g_.plan.path != Path::Packed || g_.plan.amx || g_.form.batch != 1 || g_.form.groups != 1) return 0;
-    if (k.contraction.op != ir::OpKind::MatMul || k.nests.size() != 1) return 0;
-    const kernels::LoopNest& nest = k.nests[0];
-    if (nest.stores.size() != 1 || !nest.reductions.empty()) return 0;
-    const kernels::Store& store = nest.stores[0];
-    const DType acc = dtypeOf(g_.acc);
-    const kernels::Expr& e = nest.exprs[static_cast<size_t>(store.expr)];
-    if (e.kind != kernels::Expr::Kind::Acc || e.dtype != acc || store.outer) return 0;
-    if (k.buffers[static_cast<size_t>(store.buffer)].type.dtype != acc) return 0;
-    if (!(store.map == kernels::rowMajorMap(k.contraction.result.shape))) return 0;
-    if (store.buffer == k.contraction.a || store.buffer == k.contraction.b) return 0;
-    return store.buffer + 1;
-  }
-
   /// The kernel's descriptor, an internal constant NAME.desc.
   llvm::Constant* describe(llvm::Function* epilogue) {
     const Blocking& p = g_.plan;
@@ -588,7 +565,7 @@ class GemmEmitter {
     set(desc::ElementBytes, static_cast<int64_t>(g_.storageType()->getPrimitiveSizeInBits() / 8));
     set(desc::SlotsOffset, p.slotsOffset(f.batch)), set(desc::Splits, p.splits), set(desc::SliceBlocks, p.sliceBlocks);
     set(desc::PartialBytes, p.partialBytes), set(desc::ReduceItems, p.reduceItems);
-    set(desc::Direct, directResult());
+    set(desc::Direct, directResult(g_));
     describeOperand(fields, desc::A, true);
     describeOperand(fields, desc::B, false);
     std::vector<llvm::Constant*> pointers(desc::Pointers, llvm::ConstantPointerNull::get(b_.getPtrTy()));

@@ -209,7 +209,7 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
     b.CreateBr(packedOne);
     b.SetInsertPoint(packedOne);
   };
-  // A block of whole register tiles of a plain product (desc::Direct) is accumulated in the
+  // A block of whole register tiles of a plain product (directResult) is accumulated in the
   // result itself, where its rows start on vector boundaries: no tile, no epilogue copying it
   // (4-7 % of a large product's time). Other blocks, at the edges, take the tile.
   llvm::Value* direct = get(desc::Direct);
@@ -570,6 +570,22 @@ std::string configTag(GemmBuilder& g) {
 }
 
 }  // namespace
+
+int64_t directResult(const GemmBuilder& g) {
+  const kernels::Kernel& k = g.kernel;
+  if (g.plan.path != Path::Packed || g.plan.amx || g.form.batch != 1 || g.form.groups != 1) return 0;
+  if (k.contraction.op != ir::OpKind::MatMul || k.nests.size() != 1) return 0;
+  const kernels::LoopNest& nest = k.nests[0];
+  if (nest.stores.size() != 1 || !nest.reductions.empty()) return 0;
+  const kernels::Store& store = nest.stores[0];
+  const DType acc = dtypeOf(g.acc);
+  const kernels::Expr& e = nest.exprs[static_cast<size_t>(store.expr)];
+  if (e.kind != kernels::Expr::Kind::Acc || e.dtype != acc || store.outer) return 0;
+  if (k.buffers[static_cast<size_t>(store.buffer)].type.dtype != acc) return 0;
+  if (!(store.map == kernels::rowMajorMap(k.contraction.result.shape))) return 0;
+  if (store.buffer == k.contraction.a || store.buffer == k.contraction.b) return 0;
+  return store.buffer + 1;
+}
 
 llvm::Function* packedDriver(GemmBuilder& g) {
   const std::string tag = configTag(g);

@@ -282,6 +282,11 @@ llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
 /// i64, i64)` for kiln_parallel_for, which claims a scratch slot, then work items until none are
 /// left, for the packed path and for the small path.
 llvm::Function* packedDriver(GemmBuilder& g);
+/// desc::Direct: the result's buffer + 1 where the packed driver may accumulate blocks of whole
+/// register tiles straight in it (the epilogue only stores the product, in the accumulator's type,
+/// row-major and unbatched, into a buffer that is no operand), skipping the tile and the epilogue's
+/// copy; else 0.
+int64_t directResult(const GemmBuilder& g);
 llvm::Function* smallDriver(GemmBuilder& g);
 /// The two phases of the SplitK path: the partial products, then their sums and the epilogue.
 std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
