@@ -50,7 +50,7 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
 lib = ctypes.CDLL("libopenblas.so.0")
 lib.openblas_get_corename.restype = ctypes.c_char_p
 print(lib.openblas_get_corename().decode())' 2>/dev/null || true)
-  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
   if [ "$core" = Prescott ] || [ "$core" = Nehalem ] || [ "$core" = Sandybridge ]; then
     if [[ $flags == *" avx512_bf16"* ]]; then export OPENBLAS_CORETYPE=Cooperlake
     elif [[ $flags == *" avx512f"* ]]; then export OPENBLAS_CORETYPE=SkylakeX
