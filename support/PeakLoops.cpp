@@ -52,15 +52,14 @@ __attribute__((target("avx512f"))) float fmaRoundsAvx512(int64_t rounds) {
 }
 
 __attribute__((target("avx512f,avx512bf16"))) float bf16DotRounds(int64_t rounds) {
-  constexpr int kChains = 24;
-  __m512 acc[kChains];
-  for (int j = 0; j < kChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  __m512 acc[kBf16DotChains];
+  for (int j = 0; j < kBf16DotChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
   const __m512bh one = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // bf16 pairs of 1.0
   for (int64_t i = 0; i < rounds; ++i) {
 #pragma GCC unroll 32
-    for (int j = 0; j < kChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], one, one);
+    for (int j = 0; j < kBf16DotChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], one, one);
   }
-  for (int j = 1; j < kChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  for (int j = 1; j < kBf16DotChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
   return _mm512_cvtss_f32(acc[0]);
 }
 

@@ -18,11 +18,13 @@ bool amxTileDataPermitted();
 /// (4-5 cycles each: 8-10 in flight, or 2 × 4 zmm), few enough to stay in registers beside the
 /// two operands (16 ymm, 32 zmm).
 inline constexpr int kFmaChainsAvx2 = 12, kFmaChainsAvx512 = 24;
+/// Independent vdpbf16ps accumulators of bf16DotRounds, the same count as the AVX-512 FMA loop's.
+inline constexpr int kBf16DotChains = 24;
 
 /// Flops (2 per multiply-add) of one round of each loop below.
 inline constexpr double kFmaAvx2FlopsPerRound = 2.0 * 8 * kFmaChainsAvx2;
 inline constexpr double kFmaAvx512FlopsPerRound = 2.0 * 16 * kFmaChainsAvx512;
-inline constexpr double kBf16DotFlopsPerRound = 24.0 * 16 * 2 * 2;       // 24 vdpbf16ps of 16 lanes, 2 pairs
+inline constexpr double kBf16DotFlopsPerRound = 2.0 * 16 * 2 * kBf16DotChains;  // vdpbf16ps of 16 lanes, 2 pairs
 inline constexpr double kAmxFlopsPerRound = 4.0 * 16 * 16 * 32 * 2;     // 4 tdpbf16ps of 16 × 16 × 32
 
 /// `rounds` rounds of one FMA per chain on 8 (AVX2 + FMA) or 16 (AVX-512) lanes; x·a + b with

@@ -213,7 +213,8 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   // result itself, where its rows start on vector boundaries: no tile, no epilogue copying it
   // (4-7 % of a large product's time). Other blocks, at the edges, take the tile.
   llvm::Value* direct = get(desc::Direct);
-  llvm::Value* resultBuffer = b.CreateSelect(b.CreateICmpSGT(direct, g.i64(0)), b.CreateSub(direct, g.i64(1)), g.i64(0));
+  llvm::Value* hasDirect = b.CreateICmpSGT(direct, g.i64(0));
+  llvm::Value* resultBuffer = b.CreateSelect(hasDirect, b.CreateSub(direct, g.i64(1)), g.i64(0));
   llvm::Value* result = b.CreateAlignedLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, resultBuffer),
                                             llvm::Align(8));
   llvm::Value* n = get(desc::N);
@@ -224,8 +225,7 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
       b.CreateAnd(b.CreateOr(b.CreatePtrToInt(result, b.getInt64Ty()), b.CreateMul(n, g.i64(accBytes(g.acc)))),
                   g.i64(vectorBytes - 1)),
       g.i64(0));
-  llvm::Value* inResult =
-      b.CreateAnd(b.CreateICmpSGT(direct, g.i64(0)), b.CreateAnd(wholeTiles, aligned), "direct");
+  llvm::Value* inResult = b.CreateAnd(hasDirect, b.CreateAnd(wholeTiles, aligned), "direct");
   llvm::Value* cBase = b.CreateSelect(
       inResult, b.CreateGEP(g.elt, result, b.CreateAdd(b.CreateMul(m0, n), n0)), tile, "c.base");
   llvm::Value* ldc = b.CreateSelect(inResult, n, ldt, "ldc");
