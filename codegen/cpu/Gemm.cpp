@@ -64,8 +64,8 @@
 //
 // bf16 on AVX512-BF16. Where the CPU has vdpbf16ps (Cooper Lake, Sapphire Rapids, Zen 4 and 5) and
 // it does more flops than the f32 FMAs (support/PeakLoops.h's bf16DotOutrunsFma, timed once per
-// process: the Zen 5 machine's twice as many, an Emerald Rapids VM's half as many), bf16 operands
-// are not converted: the strided packings keep them as k pairs, one 32-bit element per
+// process: the Zen 5 machine's twice as many, an Emerald Rapids VM's half as many) or the CPU has
+// AMX tiles (GemmAmx.cpp, which take the same pairs), bf16 operands are not converted: the strided packings keep them as k pairs, one 32-bit element per
 // panel row and column holding k = 2j in its low half and 2j + 1 in its high half, and the
 // micro-kernel broadcasts a pair of A and multiplies it with 16 pairs of B per vdpbf16ps, which
 // adds both products to each f32 accumulator: twice the multiply-adds of an f32 FMA per

@@ -15,10 +15,12 @@ VectorIsa isaOf(const Jit& jit) {
   isa.fma = jit.hasFeature("fma");
   isa.f16c = jit.hasFeature("f16c");
   isa.avx512bf16 = jit.hasFeature("avx512bf16");
-  isa.bf16DotPays = !isa.avx512bf16 || !jit.targetsHost() || bf16DotOutrunsFma();
   // The host's tiles need the kernel's permission (asked once per process); code compiled for
   // another CPU is never run here.
   isa.amx = jit.hasFeature("amx-tile") && jit.hasFeature("amx-bf16") && (!jit.targetsHost() || amxTileDataPermitted());
+  // The k-pair path always pays on the tiles (tdpbf16ps, not vdpbf16ps, multiplies there); without
+  // them only where vdpbf16ps outruns the FMAs (timed on the host, assumed for a named CPU).
+  isa.bf16DotPays = !isa.avx512bf16 || !jit.targetsHost() || isa.amx || bf16DotOutrunsFma();
   isa.emulateBf16Dot = jit.emulatesBf16Dot();
   isa.emulateAmx = jit.emulatesAmx();
   return isa;

@@ -39,8 +39,9 @@ struct VectorIsa {
   bool avx512 = false;      // avx512f (+bw, vl, dq assumed together on every CPU that has them)
   bool avx512bf16 = false;  // vdpbf16ps
   bool amx = false;         // amx-tile + amx-bf16, and (for the host) the kernel's permission to use them
-  // vdpbf16ps does more flops than f32 FMAs on this CPU (support/PeakLoops.h's bf16DotOutrunsFma,
-  // measured for the host; assumed for a named CPU): else bf16 products convert to f32.
+  // bf16 products on the k-pair path pay on this CPU: it multiplies them on AMX tiles, or its
+  // vdpbf16ps does more flops than its f32 FMAs (support/PeakLoops.h's bf16DotOutrunsFma, measured
+  // for the host; assumed for a named CPU); else bf16 products convert to f32.
   bool bf16DotPays = true;
   // The bf16 GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs) on an ISA without vdpbf16ps, each
   // of its dot products done as two FMAs (the same bits: bf16 products are exact in f32). Set only
