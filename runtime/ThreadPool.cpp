@@ -1,6 +1,7 @@
 #include "runtime/ThreadPool.h"
 
 #include "support/Error.h"
+#include "support/FloatMode.h"
 
 #include <algorithm>
 #include <charconv>
@@ -165,6 +166,7 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void
   begin_ = begin;
   size_ = size;
   chunks_ = static_cast<int>(chunks);
+  control_ = floatControl();
   pending_.store(chunks_ - 1, std::memory_order_relaxed);  // published by the seq bumps
   for (int k = 1; k < chunks_; ++k) wake(k);
 
@@ -213,6 +215,7 @@ void ThreadPool::workerLoop(int index) {
   for (;;) {
     seen = await(slot.seq, slot.sleeping, [seen](uint32_t seq) { return seq != seen; });
     if (stopping_.load(std::memory_order_relaxed)) return;
+    setFloatMode(control_);
     runChunk(index);
     // The caller may return as soon as pending_ reaches 0; the pool outlives this access because
     // its destructor joins this thread first.

@@ -11,6 +11,8 @@
 //   pool's threads are busy, so the caller's own core is the best it can get, and nobody blocks.
 // - An exception thrown by a chunk is caught wherever it ran; once every chunk has finished, the
 //   first one caught is rethrown on the caller. The pool stays usable.
+// - Every chunk runs in the caller's floating-point mode (x86's MXCSR: rounding, and whether
+//   subnormals are flushed; support/FloatMode.h): a worker takes it on before its chunk.
 #pragma once
 
 #include <atomic>
@@ -96,6 +98,7 @@ class ThreadPool {
   int64_t begin_ = 0;
   uint64_t size_ = 0;
   int chunks_ = 0;
+  uint32_t control_ = 0;  // the caller's floating-point control (support/FloatMode.h), for every chunk
 
   alignas(64) std::atomic<uint32_t> pending_{0};  // workers still running a chunk of the job
   std::atomic<bool> callerSleeping_{false};

@@ -466,6 +466,23 @@ KAOT_FN int kiln_aot_threads(const kiln_aot_context* c) {
 
 static _Thread_local int kaot_inside_job; /* a worker, or a caller running its own chunk */
 
+/* The thread's floating-point control word (x86: MXCSR; 0 elsewhere) and its subnormal bits, FTZ
+ * and DAZ (support/FloatMode.h): every chunk of a job runs in its caller's, and the CPU runtime
+ * runs its kernels with subnormals flushed unless KILN_DENORMALS=keep. */
+#define KAOT_DENORMAL_BITS 0x8040u
+#if defined(__x86_64__) || defined(__i386__)
+KAOT_FN unsigned kaot_float_control(void) { return __builtin_ia32_stmxcsr(); }
+KAOT_FN void kaot_set_float_control(unsigned v) { __builtin_ia32_ldmxcsr(v); }
+#else
+KAOT_FN unsigned kaot_float_control(void) { return 0; }
+KAOT_FN void kaot_set_float_control(unsigned v) { (void)v; }
+#endif
+/* The mode bits of `control`, keeping the thread's sticky exception flags (bits 0-5). */
+KAOT_FN void kaot_set_float_mode(unsigned control) {
+  unsigned now = kaot_float_control();
+  if ((now ^ control) & ~0x3Fu) kaot_set_float_control((control & ~0x3Fu) | (now & 0x3Fu));
+}
+
 typedef void (*kaot_chunk_fn)(void*, int64_t, int64_t);
 typedef struct {
   _Alignas(64) atomic_uint seq;
@@ -483,6 +500,7 @@ struct kaot_pool {
   void* ctx;
   int64_t begin;
   uint64_t size, chunks;
+  unsigned control; /* the caller's floating-point control word */
   _Alignas(64) atomic_uint pending;
   atomic_bool caller_sleeping;
 };
@@ -551,6 +569,7 @@ KAOT_FN void* kaot_worker_main(void* arg) {
   for (;;) {
     seen = kaot_await(&slot->seq, &slot->sleeping, false, seen);
     if (atomic_load_explicit(&p->stopping, memory_order_relaxed)) return NULL;
+    kaot_set_float_mode(p->control);
     kaot_run_chunk(p, (uint64_t)index);
     if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) kaot_futex_wake(&p->pending);
   }
@@ -574,6 +593,7 @@ __attribute__((visibility("hidden"))) void kiln_parallel_for(void* pool, int64_t
   p->begin = begin;
   p->size = size;
   p->chunks = chunks;
+  p->control = kaot_float_control();
   atomic_store_explicit(&p->pending, (uint32_t)chunks - 1, memory_order_relaxed); /* published by the wakes */
   for (int k = 1; k < (int)chunks; ++k) kaot_wake(p, k);
   kaot_inside_job = 1;

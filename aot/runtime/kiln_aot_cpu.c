@@ -76,6 +76,7 @@ struct kiln_aot_context {
   signed char* mode;                 /* per update: 0 skip, 1 trade, 2 copy */
   void** table;                      /* per kernel: its arguments, then the scratch */
   const void** inputs;               /* bound for the current run */
+  int keep_denormals;                /* KILN_DENORMALS=keep at create: IEEE subnormals, not flushed */
 };
 
 KAOT_FN void kiln_aot_destroy(kiln_aot_context* c) {
@@ -107,6 +108,11 @@ KAOT_FN int kiln_aot_create(const kiln_aot_program* p, const char* weights_path,
   size_t slots = 0;
   int64_t scratch = 1;
   if ((rc = kaot_check_create(p, out)) || (rc = kaot_check_cpu(p)) || (rc = kaot_check_weights_path(p, weights_path))) return rc;
+  const char* denormals = getenv("KILN_DENORMALS");
+  const int keep_denormals = denormals && !strcmp(denormals, "keep");
+  if (denormals && *denormals && !keep_denormals && strcmp(denormals, "flush"))
+    return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_create: KILN_DENORMALS is '%.64s': expected 'flush' (the default) or 'keep'",
+                     p->name, denormals);
   threads = kaot_threads_for(threads);
   for (int k = 0; k < p->num_kernels; ++k) {
     const kiln_aot_kernel* K = &p->kernels[k];
@@ -119,6 +125,7 @@ KAOT_FN int kiln_aot_create(const kiln_aot_program* p, const char* weights_path,
   if (!c) return kaot_fail(KILN_AOT_E_MEMORY, "out of memory creating a context of %s", p->name);
   c->b.p = p;
   c->b.threads = threads;
+  c->keep_denormals = keep_denormals;
   c->params = (void**)calloc((size_t)p->num_params + 1, sizeof(void*));
   c->owned = (void**)calloc((size_t)p->num_owned + 1, sizeof(void*));
   c->staging = (void**)calloc((size_t)p->num_updates + 1, sizeof(void*));
@@ -179,6 +186,9 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
   const kiln_aot_program* p = c->b.p;
   void** table = c->table;
   for (int i = 0; i < p->num_inputs; ++i) c->inputs[i] = inputs[i];
+  /* As Program::run: subnormals flushed (or kept) for the kernels, the caller's mode back after. */
+  const unsigned saved = kaot_float_control();
+  kaot_set_float_mode(c->keep_denormals ? saved & ~KAOT_DENORMAL_BITS : saved | KAOT_DENORMAL_BITS);
   for (int k = 0; k < p->num_kernels; ++k) {
     const kiln_aot_kernel* K = &p->kernels[k];
     for (int a = 0; a < K->num_args; ++a) table[a] = kaot_address(c, K->args[a]);
@@ -186,6 +196,7 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
     K->fn(table, c->pool);
     table += K->num_args + 1;
   }
+  kaot_set_float_mode(saved);
   for (int o = 0; o < p->num_outputs; ++o) {
     size_t bytes = (size_t)p->outputs[o].bytes;
     if (bytes) memcpy(c->b.outs[o], kaot_address(c, p->output_locs[o]), bytes);

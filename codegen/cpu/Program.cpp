@@ -289,6 +289,7 @@ void Program::Impl::execute(const interp::TensorMap& given) {
     inputs[i] = const_cast<void*>(t.data());  // kernels never write inputs
   }
   rt::ThreadPool* pool = options.pool;
+  const ScopedDenormals mode(options.denormals);  // the pool's workers take it on per chunk
   for (size_t k = 0; k < layout.kernels.size(); ++k) {
     std::vector<void*>& table = tables[k];
     table.clear();

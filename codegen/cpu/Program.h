@@ -14,6 +14,7 @@
 
 #include "interp/Interpreter.h"
 #include "ir/Graph.h"
+#include "support/FloatMode.h"
 
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,9 @@ struct ProgramOptions {
   /// Times every kernel call of every run (a clock read before and after each call; see
   /// Program::kernelMicros). Off: nothing is timed.
   bool profile = false;
+  /// How the kernels treat subnormal floats (support/FloatMode.h): flushed to zero unless
+  /// KILN_DENORMALS=keep. The thread that runs the program gets its own mode back after each run.
+  Denormals denormals = denormalsFromEnvironment();
 };
 
 /// Figures of a compiled program.

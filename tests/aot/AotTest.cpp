@@ -12,6 +12,7 @@
 #include "runtime/Safetensors.h"
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
+#include "support/FloatMode.h"
 #include "tests/passes/RandomGraphs.h"
 
 #include <fmt/format.h>
@@ -282,6 +283,43 @@ TEST(Aot, EmbeddedWeightsNeedNoFile) {
   EXPECT_EQ(other.create(&none, nullptr, 0), kArgument);
   EXPECT_EQ(none, nullptr);
   EXPECT_NE(std::string(other.errorMessage()).find("weights"), std::string::npos) << other.errorMessage();
+}
+
+// Subnormal floats (support/FloatMode.h): the library's kernels flush them, on the caller's thread
+// and the pool's, unless KILN_DENORMALS=keep when the context is created, as the JIT's do; the
+// caller's own floating-point mode is the same after a run; another value fails create.
+TEST(Aot, SubnormalsFlushedUnlessKept) {
+  Scratch s;
+  constexpr int64_t n = 1 << 17;  // two chunks of the pool's elementwise grain at least
+  ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %x : f32[{0}]\n  input %s : f32[{0}]\n"
+                                           "  %m = mul(%x, %s) : f32[{0}]\n  output %y = %m\n}}\n", n),
+                               "subnormals.kir");
+  aot::ExportOptions o;
+  o.embedWeights = true;
+  aot::ExportResult r = exportTo(g, "sub", s.dir, o);
+  AotLibrary lib(r.library, "sub");
+  const rt::HostTensor tiny = rt::HostTensor::fromVector(DType::f32, {n}, std::vector<float>(n, 1e-20f));
+  const interp::TensorMap in{{"x", tiny}, {"s", tiny}};  // products of 1e-40: subnormal
+  struct Unset {
+    ~Unset() { ::unsetenv("KILN_DENORMALS"); }
+  } unset;
+  const uint32_t before = floatControl();
+  for (const char* value : {"", "keep", "flush"}) {
+    ::setenv("KILN_DENORMALS", value, 1);
+    void* ctx = nullptr;
+    ASSERT_EQ(lib.create(&ctx, nullptr, 2), kOk) << lib.errorMessage();
+    const interp::TensorMap out = runLibrary(lib, ctx, g, in);
+    lib.destroy(ctx);
+    EXPECT_EQ(floatControl() & ~kFloatFlags, before & ~kFloatFlags) << value;
+    const bool keep = std::string(value) == "keep";
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; ++i) nonzero += out.at("y").as<float>()[i] != 0.0f;
+    EXPECT_EQ(nonzero, keep ? n : 0) << "KILN_DENORMALS=" << value;
+  }
+  ::setenv("KILN_DENORMALS", "fast", 1);
+  void* ctx = nullptr;
+  EXPECT_EQ(lib.create(&ctx, nullptr, 2), kArgument);
+  EXPECT_STREQ(lib.errorMessage(), "sub_create: KILN_DENORMALS is 'fast': expected 'flush' (the default) or 'keep'");
 }
 
 TEST(Aot, BadInputsGiveCodesAndMessages) {

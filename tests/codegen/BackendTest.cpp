@@ -18,6 +18,7 @@
 #include "passes/Pipeline.h"
 #include "passes/TrainingStep.h"
 #include "runtime/ThreadPool.h"
+#include "support/FloatMode.h"
 #include "tests/runtime/TestFiles.h"
 
 #include <fmt/format.h>
@@ -613,4 +614,42 @@ TEST(CpuBackend, RunIntoOutputsReusesTheCallersTensors) {
   interp::TensorMap again = first;
   p->run(kiln::testing::randomInputs(g, 41));
   EXPECT_TRUE(first.at("y").identical(again.at("y")));
+}
+
+// Subnormal floats (support/FloatMode.h): the kernels, on the caller's thread and the pool's,
+// flush them to zero by default — subnormal inputs read as zero (DAZ), subnormal results written
+// as zero (FTZ) — and keep them as the interpreter does with Denormals::Keep. The caller's own
+// floating-point mode is the same after a run.
+TEST(CpuBackend, SubnormalsFlushedUnlessKept) {
+  constexpr int64_t n = 1 << 17;  // two chunks of the pool's elementwise grain at least
+  ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %x : f32[{0}]\n  input %s : f32[{0}]\n"
+                                           "  %m = mul(%x, %s) : f32[{0}]\n  output %y = %m\n}}\n", n),
+                               "subnormals.kir");
+  std::vector<float> x(n), s(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool result = i % 2 == 0;  // a subnormal result of normal operands, or a subnormal operand
+    x[i] = result ? 1e-20f : 1e-40f;
+    s[i] = result ? 1e-20f : 1e30f;
+  }
+  interp::TensorMap in{{"x", rt::HostTensor::fromVector(DType::f32, {n}, x)},
+                       {"s", rt::HostTensor::fromVector(DType::f32, {n}, s)}};
+  const rt::HostTensor want = interp::run(g, in).at("y");
+  ASSERT_GT(want.as<float>()[0], 0.0f);
+  ASSERT_GT(want.as<float>()[1], 0.0f);
+  const uint32_t before = floatControl();
+  for (Denormals mode : {Denormals::Flush, Denormals::Keep}) {
+    cpu::ProgramOptions o;
+    o.pool = &pool(2);
+    o.denormals = mode;
+    const rt::HostTensor got = cpu::Program::compile(g, o)->run(in).at("y");
+    EXPECT_EQ(floatControl() & ~kFloatFlags, before & ~kFloatFlags);
+    if (mode == Denormals::Keep) {
+      EXPECT_TRUE(got.identical(want));
+      continue;
+    }
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; ++i) nonzero += got.as<float>()[i] != 0.0f;
+    EXPECT_EQ(nonzero, 0) << "flushed on every thread";
+  }
+  EXPECT_EQ(cpu::ProgramOptions{}.denormals, denormalsFromEnvironment());
 }

@@ -5,6 +5,7 @@
 #include "runtime/ThreadPool.h"
 
 #include "support/Error.h"
+#include "support/FloatMode.h"
 
 #include <gtest/gtest.h>
 
@@ -377,6 +378,25 @@ TEST(ThreadPool, GlobalPoolIsCreatedOnceAndServesTheNullPool) {
   kiln_parallel_for(nullptr, 0, 1000, 1, addRange, &s);  // null: the global pool
   EXPECT_EQ(s.partial[0] + s.partial[1], 999 * 1000 / 2);
   EXPECT_GT(s.partial[1], 0);
+}
+
+// Every chunk runs in the caller's floating-point mode (support/FloatMode.h), whatever mode the
+// worker ran its previous job in: here x86's rounding toward zero and flushed subnormals, then
+// the default again.
+TEST(ThreadPool, ChunksRunInTheCallersFloatMode) {
+  ThreadPool pool(4);
+  const uint32_t original = floatControl();
+  const uint32_t modes[] = {original | 0x6000u | 0x8040u, original};  // RC = toward zero; FTZ + DAZ
+  for (uint32_t mode : modes) {
+    setFloatControl(mode);
+    const uint32_t expected = floatControl();  // 0 where there is no such word
+    std::vector<uint32_t> seen(4, ~0u);
+    pool.parallelFor(0, 4, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)] = floatControl();
+    });
+    setFloatControl(original);
+    for (uint32_t s : seen) EXPECT_EQ(s & ~kFloatFlags, expected & ~kFloatFlags);
+  }
 }
 
 }  // namespace
