@@ -223,13 +223,18 @@ GemmForm conv2dGradInputForm(const Kernel& k) {
 
 GemmForm gemmForm(const Kernel& k) {
   KILN_CHECK(k.hasContraction, "kernel '{}' has no contraction", k.name);
+  GemmForm f;
   switch (k.contraction.op) {
-    case OpKind::MatMul: return matmulForm(k);
-    case OpKind::Conv2d: return conv2dForm(k);
-    case OpKind::Conv2dGradWeight: return conv2dGradWeightForm(k);
-    case OpKind::Conv2dGradInput: return conv2dGradInputForm(k);
+    case OpKind::MatMul: f = matmulForm(k); break;
+    case OpKind::Conv2d: f = conv2dForm(k); break;
+    case OpKind::Conv2dGradWeight: f = conv2dGradWeightForm(k); break;
+    case OpKind::Conv2dGradInput: f = conv2dGradInputForm(k); break;
     default: KILN_THROW("kernel '{}': '{}' is not a contraction", k.name, ir::opInfo(k.contraction.op).name);
   }
+  const double product = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
+                         static_cast<double>(f.k);
+  f.epilogueFlops = std::max(0.0, k.flops - product);
+  return f;
 }
 
 std::optional<int64_t> gemmElementIndex(const GemmOperand& op, std::span<const int64_t> coords) {

@@ -64,6 +64,10 @@ struct GemmForm {
   int64_t groups = 1;
   /// False when an operand has quotient terms (conv2d_grad_input with stride > 1).
   bool affine = true;
+  /// The arithmetic of the kernel's fused epilogue, over every result element (Kernel::flops less
+  /// the product's 2 · batch · m · n · k): a fused optimizer update weighs as much as the product
+  /// when K is small.
+  double epilogueFlops = 0;
 };
 
 /// The GEMM form of contraction kernel `k` (k.hasContraction). Bounds that hold everywhere in the

@@ -80,7 +80,8 @@
 // Small M. Products of at most 8 rows (batch-1 inference), and products whose B fits L1 with A
 // read in place, stream B unpacked (GemmSmall.cpp).
 //
-// Parallelism: GEMMs under kParallelFlops run on the calling thread (the grain is the item count,
+// Parallelism: GEMMs under kParallelFlops of work (the product's flops and its fused epilogue's,
+// weighed: workOf) run on the calling thread (the grain is the item count,
 // so kiln_parallel_for runs them inline). Larger ones split their blocks until there are at least
 // 4 items, and an even number below 16, so two threads always both get work.
 //
@@ -177,6 +178,7 @@ double flopsOf(const kernels::GemmForm& f) {
   return 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
          static_cast<double>(f.k);
 }
+double workOf(const kernels::GemmForm& f) { return flopsOf(f) + kEpilogueFlopWeight * f.epilogueFlops; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 int64_t align64(int64_t bytes) { return roundUp(bytes, 64); }
@@ -289,7 +291,7 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   const int64_t nbFits = kPackedBBudget / bytes / depth / p.nr * p.nr;
   p.reuseB = nbFits >= std::min(p.nb, nbMost / 4);
   if (p.reuseB && nbFits < p.nb) p.nb = evenBlock(f.n, nbFits, p.nr);
-  const double flops = flopsOf(f);
+  const double flops = workOf(f);
   if (!p.reuseB && splitK(p, f, bytes, flops)) return p;
   const Blocking whole = p;  // before the parallel split below
   auto count = [&] {

@@ -330,7 +330,7 @@ bool takesSmallPath(const kernels::GemmForm& f, bool bf16Pairs) {
   // A product that fits L1 (see the file comment), in the axpy form: A read in place, transposed or
   // not; B in place when its n is contiguous, else converted into rows first. Not for bf16 that the
   // packed path multiplies as k pairs: converting A and B to f32 costs more than the pairs save.
-  return !bf16Pairs && f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && flopsOf(f) < kParallelFlops;
+  return !bf16Pairs && f.m <= kCachedM && f.k * f.n * 4 <= kCachedBBytes && f.n >= kCachedN && workOf(f) < kParallelFlops;
 }
 
 bool smallConvertsB(const kernels::GemmForm& f) {

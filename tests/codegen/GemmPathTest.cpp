@@ -50,6 +50,33 @@ TEST(Gemm, ShallowProductsSplitIntoRowBands) {
   EXPECT_EQ(planOf(conv2.forward()).kBlocks, 1);
 }
 
+// A fused epilogue counts toward the work that decides the threads (gemm::workOf): mnist_mlp's
+// batch-8 weight gradient, 128×784 over K 8, is 1.6 M flops alone (one thread, in L1's small
+// path); Adam's update fused after it made it take 80 % of the training step on one thread.
+TEST(Gemm, FusedEpiloguesCountTowardThreads) {
+  ir::Graph g = ir::parseGraph(
+      "graph @g {\n  input %a : f32[8,128]\n  input %b : f32[8,784]\n  input %v : f32[128,784]\n"
+      "  kernel @k0 contraction {\n"
+      "    %p = matmul(%a, %b) {transpose_a=true} : f32[128,784]\n"
+      "    %s = sqrt(%v) : f32[128,784]\n    %d = div(%p, %s) : f32[128,784]\n  }\n"
+      "  output %d = %d\n}\n",
+      "epilogue.kir");
+  const std::vector<kernels::Kernel> lowered = kernels::lowerGraph(g);
+  ASSERT_EQ(lowered.size(), 1u);
+  kernels::GemmForm f = kernels::gemmForm(lowered[0]);
+  EXPECT_EQ(f.epilogueFlops, 2.0 * 128 * 784) << "a square root and a divide per element";
+  const VectorIsa isa = isaOf(hostJit());
+  kernels::GemmForm bare = formOf(matmul(128, 784, 8, true, false));
+  EXPECT_EQ(bare.epilogueFlops, 0);
+  const gemm::Blocking alone = gemm::blockingFor(bare, AccType::F32, isa);
+  EXPECT_EQ(alone.path, gemm::Path::Small);
+  EXPECT_GE(alone.grain, alone.items) << "one thread";
+  bare.epilogueFlops = 13.0 * 128 * 784;  // Adam's update
+  const gemm::Blocking fused = gemm::blockingFor(bare, AccType::F32, isa);
+  EXPECT_LT(fused.grain * 2, fused.items + 1) << "two threads at least";
+  check(hostJit(), matmul(128, 784, 8, true, false), DType::f32, {1, 2});
+}
+
 // A padded window's bounds repeat along k (channel, kh, kw) every kh·kw steps: their lane masks
 // are computed once per panel and phase. K slices that start mid-period (160 = 17·9 + 7, 152 =
 // 6·25 + 2), partial panels (143 and 90 pixels) and a 7×7 window (period 49, evaluated per row)
