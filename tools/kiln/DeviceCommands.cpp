@@ -6,6 +6,7 @@
 #include "codegen/cpu/Jit.h"
 #include "codegen/cpu/KernelAbi.h"
 #include "runtime/Devices.h"
+#include "support/FloatMode.h"
 #if KILN_HAVE_CUDA
 #include "codegen/cuda/Nvrtc.h"
 #endif
@@ -42,6 +43,9 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
                                                                              : "";
     std::printf("  bf16 matmul products: %s%s\n", bf16, why);
     std::printf("  f16 products, bf16 convolutions: operands widened to f32 when packed, f32 arithmetic\n");
+    std::printf("  subnormal floats: %s\n", denormalsFromEnvironment() == Denormals::Flush
+                                                 ? "flushed to zero in the kernels (KILN_DENORMALS=keep keeps them)"
+                                                 : "kept (KILN_DENORMALS=keep)");
 #if KILN_HAVE_CUDA
     std::printf("nvrtc: %s\n", cuda::nvrtcVersion().c_str());
 #else
