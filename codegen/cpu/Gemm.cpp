@@ -573,7 +573,7 @@ class GemmEmitter {
     std::vector<llvm::Constant*> pointers(desc::Pointers, llvm::ConstantPointerNull::get(b_.getPtrTy()));
     pointers[desc::Epilogue] = epilogue;
     if (p.path == Path::Small) {
-      const std::vector<int> groups = smallRowGroups(f.m);
+      const std::vector<int> groups = smallRowGroups(f.m, g_.isa.avx512);
       const bool inPlace = smallAInPlace(f, g_.dtype);
       set(desc::KPad, roundUp(f.k, p.lanes)), set(desc::AInPlace, inPlace);
       set(desc::Group0, groups[0]), set(desc::Group1, groups.size() > 1 ? groups[1] : 0);

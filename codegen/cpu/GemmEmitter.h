@@ -309,7 +309,7 @@ bool takesSmallPath(const kernels::GemmForm& f, bool bf16Pairs = false);
 /// run the axpy kernels over it: products of more than kSmallM rows (the L1 rule).
 bool smallConvertsB(const kernels::GemmForm& f);
 Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa);
-std::vector<int> smallRowGroups(int64_t m);
+std::vector<int> smallRowGroups(int64_t m, bool wideRegisters);
 bool smallAInPlace(const kernels::GemmForm& f, DType dtype);
 llvm::Function* smallKernelFunction(GemmBuilder& g, int rows);
 llvm::Function* smallRowsFunction(GemmBuilder& g);

@@ -16,7 +16,10 @@
 // otherwise converted once per batch and thread into zero-padded rows of kPad = K rounded up to
 // the vector lanes. Up to 8 rows go in groups of at most 4 (5 to 8 rows: two groups), with R = V
 // = 8, 4, 3, 2 for groups of 1, 2, 3, 4 rows: at most 9 accumulators plus the operand vectors stay
-// in AVX2's 16 registers. The axpy loop does two k per iteration with its operand pointers carried
+// in AVX2's 16 registers. AVX-512's 32 take up to 8 rows in one group (R = V = 2, 16
+// accumulators), so B is streamed once, not twice (`kiln_gemm_tune --threads 1`, the Emerald Rapids
+// VM, three interleaved pairs, median GFLOP/s: 8×784·784×128 85, 84, 80 → 105, 104, 101; its
+// x·Wᵀ form best 78, 90, 116 → 94, 110, 138, medians within the noise). The axpy loop does two k per iteration with its operand pointers carried
 // (no index arithmetic). Each element's sum runs in the same order whichever group or block it
 // falls in, so results do not depend on the blocking or the thread count.
 //
@@ -54,7 +57,7 @@ namespace {
 constexpr int64_t kSmallM = 8;                    // rows of the product at most
 constexpr int64_t kSmallParallelBytes = 1 << 20;  // of B (in accumulator elements): from here on, threads
 constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threads
-constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows
+constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows (all of them with AVX-512)
 // Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, the last
 // ending at the last row and overlapping the one before when M is no multiple: its first rows are
 // computed twice, to the same sums, and one kernel serves every group): at most kCachedM rows, B
@@ -308,8 +311,8 @@ void SmallEmitter::emitAxpy(llvm::Function* f, int rows, int v) {
 
 }  // namespace
 
-std::vector<int> smallRowGroups(int64_t m) {
-  if (m <= kMaxGroupRows) return {static_cast<int>(m)};
+std::vector<int> smallRowGroups(int64_t m, bool wideRegisters) {
+  if (m <= (wideRegisters ? kSmallM : kMaxGroupRows)) return {static_cast<int>(m)};
   if (m > kSmallM) {
     if (m % kCachedGroupRows == 0) return {kCachedGroupRows};
     return {kCachedGroupRows, kCachedGroupRows};  // the last overlaps the one before
@@ -345,7 +348,7 @@ Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa&
   p.mb = f.m;
   p.mBlocks = 1;
   // Blocks of whole steps of the first row group (R rows of W, V vectors of B's row).
-  const int step = columnsPerStep(smallRowGroups(f.m)[0]);
+  const int step = columnsPerStep(smallRowGroups(f.m, isa.avx512)[0]);
   const int64_t unit = dotForm(f) ? step : step * p.lanes;
   const double bBytes = static_cast<double>(f.n) * static_cast<double>(f.k) * bytes;
   int64_t blocks = 1;

@@ -170,9 +170,12 @@ TEST(Gemm, SmallPathForProductsInL1) {
       kernels.push_back(ir.substr(at + define.size(), ir.find('(', at) - at - define.size()));
     ASSERT_EQ(kernels.size(), 1u) << ::testing::PrintToString(kernels);
     EXPECT_NE(kernels[0].find(".m6."), std::string::npos) << kernels[0];
-    EXPECT_EQ(gemm::smallRowGroups(13), (std::vector<int>{6, 6}));
-    EXPECT_EQ(gemm::smallRowGroups(12), (std::vector<int>{6}));
-    EXPECT_EQ(gemm::smallRowGroups(7), (std::vector<int>{4, 3})) << "up to 8 rows: groups of at most 4";
+    for (bool wide : {false, true}) {
+      EXPECT_EQ(gemm::smallRowGroups(13, wide), (std::vector<int>{6, 6}));
+      EXPECT_EQ(gemm::smallRowGroups(12, wide), (std::vector<int>{6}));
+    }
+    EXPECT_EQ(gemm::smallRowGroups(7, false), (std::vector<int>{4, 3})) << "up to 8 rows: groups of at most 4";
+    EXPECT_EQ(gemm::smallRowGroups(7, true), (std::vector<int>{7})) << "AVX-512's 32 registers: one group";
   }
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
