@@ -27,6 +27,7 @@ using ir::OpKind;
 constexpr int64_t kNestParallelWork = 1 << 16;    // Render.cpp: points × exprs per grain
 constexpr int64_t kOpParallelWork = 32768;        // OpEmitter.h: elements per grain
 constexpr double kGemmParallelFlops = 2.0 * (1 << 20);  // GemmEmitter.h kParallelFlops: below, one thread
+constexpr double kGemmEpilogueFlopWeight = 8;           // GemmEmitter.h kEpilogueFlopWeight (workOf)
 constexpr int64_t kSmallM = 8;                    // GemmSmall.cpp: rows of the small path
 constexpr double kSmallParallelBytes = 1 << 20;   // GemmSmall.cpp: bytes of B from which it splits
 
@@ -379,7 +380,7 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
       e.threads = 4.0 * f.n * f.k * f.batch >= kSmallParallelBytes ? all : 1;
       gemmMicros = gemmFlops / (cpu.peak(e.threads) * kSmallGemmRate) * 1e-3;
     } else {
-      e.threads = gemmFlops >= kGemmParallelFlops ? all : 1;
+      e.threads = gemmFlops + kGemmEpilogueFlopWeight * f.epilogueFlops >= kGemmParallelFlops ? all : 1;
       const GemmModel model(cpu);
       gemmMicros = model.micros(k.contraction.op, f.batch, f.m, f.n, f.k);
       // bf16 matmul operands stay bf16 on CPUs with a bf16 path (convolution windows widen to f32).
