@@ -374,7 +374,7 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
   int dispatches = 0;
   if (k.hasContraction) {
     const kernels::GemmForm f = kernels::gemmForm(k);
-    const double gemmFlops = 2.0 * f.batch * f.m * f.n * f.k;
+    const double gemmFlops = kernels::productFlops(f);
     nanos = nestWork(k, cpu, false).nanos;  // the epilogue, on tiles in cache
     if (isSmallPath(k, f)) {
       e.threads = 4.0 * f.n * f.k * f.batch >= kSmallParallelBytes ? all : 1;
@@ -455,7 +455,7 @@ GpuEstimate predictGpu(const kernels::Kernel& k, const GpuProfile& gpu, const Gp
   double ops = 0, gemmMicros = 0, floorMicros = 0;
   if (k.hasContraction) {
     const kernels::GemmForm f = kernels::gemmForm(k);
-    const double gemmFlops = 2.0 * f.batch * f.m * f.n * f.k;
+    const double gemmFlops = kernels::productFlops(f);
     const DType operand = k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype;
     const double peak = operand == DType::bf16 ? gpu.peakBf16 : operand == DType::f16 ? gpu.peakF16 : gpu.peakF32;
     std::tie(floorMicros, gemmMicros) = gpuGemmMicros(gpu, peak, gemmFlops, f.batch * f.m, f.n, f.k);

@@ -231,10 +231,13 @@ GemmForm gemmForm(const Kernel& k) {
     case OpKind::Conv2dGradInput: f = conv2dGradInputForm(k); break;
     default: KILN_THROW("kernel '{}': '{}' is not a contraction", k.name, ir::opInfo(k.contraction.op).name);
   }
-  const double product = 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
-                         static_cast<double>(f.k);
-  f.epilogueFlops = std::max(0.0, k.flops - product);
+  f.epilogueFlops = std::max(0.0, k.flops - productFlops(f));
   return f;
+}
+
+double productFlops(const GemmForm& f) {
+  return 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
+         static_cast<double>(f.k);
 }
 
 std::optional<int64_t> gemmElementIndex(const GemmOperand& op, std::span<const int64_t> coords) {

@@ -70,6 +70,9 @@ struct GemmForm {
   double epilogueFlops = 0;
 };
 
+/// 2 · batch · m · n · k: the arithmetic of the product itself.
+double productFlops(const GemmForm& f);
+
 /// The GEMM form of contraction kernel `k` (k.hasContraction). Bounds that hold everywhere in the
 /// coordinate box are left out, so a plain matmul's maps have none.
 GemmForm gemmForm(const Kernel& k);

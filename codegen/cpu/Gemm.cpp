@@ -65,8 +65,9 @@
 // bf16 on AVX512-BF16. Where the CPU has vdpbf16ps (Cooper Lake, Sapphire Rapids, Zen 4 and 5) and
 // it does more flops than the f32 FMAs (support/PeakLoops.h's bf16DotOutrunsFma, timed once per
 // process: the Zen 5 machine's twice as many, an Emerald Rapids VM's half as many) or the CPU has
-// AMX tiles (GemmAmx.cpp, which take the same pairs), bf16 operands are not converted: the strided packings keep them as k pairs, one 32-bit element per
-// panel row and column holding k = 2j in its low half and 2j + 1 in its high half, and the
+// AMX tiles (GemmAmx.cpp, which take the same pairs), bf16 operands are not converted: the
+// strided packings keep them as k pairs, one 32-bit element per panel row and column holding
+// k = 2j in its low half and 2j + 1 in its high half, and the
 // micro-kernel broadcasts a pair of A and multiplies it with 16 pairs of B per vdpbf16ps, which
 // adds both products to each f32 accumulator: twice the multiply-adds of an f32 FMA per
 // instruction, half the packed bytes. The panels keep the f32 layout's room (a panel's k pairs fill
@@ -81,8 +82,8 @@
 // read in place, stream B unpacked (GemmSmall.cpp).
 //
 // Parallelism: GEMMs under kParallelFlops of work (the product's flops and its fused epilogue's,
-// weighed: workOf) run on the calling thread (the grain is the item count,
-// so kiln_parallel_for runs them inline). Larger ones split their blocks until there are at least
+// weighed: workOf) run on the calling thread (the grain is the item count, so kiln_parallel_for
+// runs them inline). Larger ones split their blocks until there are at least
 // 4 items, and an even number below 16, so two threads always both get work.
 //
 // f64 accumulates in f64 and integers in wrapping i64, with the same blocking and micro-kernel on
@@ -174,10 +175,7 @@ bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
 
 }  // namespace
 
-double flopsOf(const kernels::GemmForm& f) {
-  return 2.0 * static_cast<double>(f.batch) * static_cast<double>(f.m) * static_cast<double>(f.n) *
-         static_cast<double>(f.k);
-}
+double flopsOf(const kernels::GemmForm& f) { return kernels::productFlops(f); }
 double workOf(const kernels::GemmForm& f) { return flopsOf(f) + kEpilogueFlopWeight * f.epilogueFlops; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }

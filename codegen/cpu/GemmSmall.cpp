@@ -19,8 +19,8 @@
 // in AVX2's 16 registers. AVX-512's 32 take up to 8 rows in one group (R = V = 2, 16
 // accumulators), so B is streamed once, not twice (`kiln_gemm_tune --threads 1`, the Emerald Rapids
 // VM, three interleaved pairs, median GFLOP/s: 8×784·784×128 85, 84, 80 → 105, 104, 101; its
-// x·Wᵀ form best 78, 90, 116 → 94, 110, 138, medians within the noise). The axpy loop does two k per iteration with its operand pointers carried
-// (no index arithmetic). Each element's sum runs in the same order whichever group or block it
+// x·Wᵀ form best 78, 90, 116 → 94, 110, 138, medians within the noise). The axpy loop does two k
+// per iteration with its operand pointers carried (no index arithmetic). Each element's sum runs in the same order whichever group or block it
 // falls in, so results do not depend on the blocking or the thread count.
 //
 // The threshold is the row count, not a model: up to kSmallM rows the packed path computes at
