@@ -546,7 +546,7 @@ static {n}_status kiln_aot_info(int count, const kiln_aot_tensor* ts, const char
   if (!ctx) return ({n}_status)kiln_aot_no_context("{n}_forward");
   if (!output) return ({n}_status)kaot_fail(KILN_AOT_E_ARGUMENT, "{n}_forward: output is NULL");
   outputs[0] = output;
-  return ({n}_status)kiln_aot_run((kiln_aot_context*)ctx, &input, outputs);
+  return ({n}_status)kaot_run((kiln_aot_context*)ctx, &input, outputs, "forward");
 }}
 )c",
                      fmt::arg("n", n), fmt::arg("N", N), fmt::arg("nout", numOutputs));

@@ -342,15 +342,25 @@ static int kaot_check_indices(const kiln_aot_program* p, const void* const* inpu
   return KILN_AOT_OK;
 }
 
-KAOT_FN int kiln_aot_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs) {
-  if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_run: the context is NULL");
+/* One run, its errors named after the library function the caller called: `fn` is "run" (inputs
+ * an array, inputs[i] named by index) or "forward" (one input, passed by address). */
+KAOT_FN int kaot_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs, const char* fn) {
+  if (!c) return kaot_fail(KILN_AOT_E_ARGUMENT, "kiln_aot_%s: the context is NULL", fn);
   const kiln_aot_program* p = KAOT_BASE(c)->p;
-  if (!inputs && p->num_inputs > 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_run: inputs is NULL", p->name);
-  for (int i = 0; i < p->num_inputs; ++i)
-    if (!inputs[i]) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_run: inputs[%d] (\"%s\") is NULL", p->name, i, p->inputs[i].name);
-  int rc = kaot_check_indices(p, inputs, "run");
+  const bool one = strcmp(fn, "forward") == 0;
+  if (!inputs && p->num_inputs > 0) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: inputs is NULL", p->name, fn);
+  for (int i = 0; i < p->num_inputs; ++i) {
+    if (inputs[i]) continue;
+    if (one) return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: input (\"%s\") is NULL", p->name, fn, p->inputs[i].name);
+    return kaot_fail(KILN_AOT_E_ARGUMENT, "%s_%s: inputs[%d] (\"%s\") is NULL", p->name, fn, i, p->inputs[i].name);
+  }
+  int rc = kaot_check_indices(p, inputs, fn);
   if (rc) return rc;
   return kaot_target_run(c, inputs, outputs);
+}
+
+KAOT_FN int kiln_aot_run(kiln_aot_context* c, const void* const* inputs, void* const* outputs) {
+  return kaot_run(c, inputs, outputs, "run");
 }
 
 KAOT_FN bool kaot_to_float(int dtype, const void* src, float* v) {

@@ -277,6 +277,11 @@ TEST(Aot, EmbeddedWeightsNeedNoFile) {
   rt::HostTensor out(DType::f32, {2, 10});
   ASSERT_EQ(lib.forward(ctx, in.at("x").data(), out.data()), kOk) << lib.errorMessage();
   expectSameBits(jitFor(g)->run(in), {{"logits", out}}, "embedded");
+  // forward's errors name forward and its one input.
+  EXPECT_EQ(lib.forward(ctx, nullptr, out.data()), kArgument);
+  EXPECT_EQ(std::string(lib.errorMessage()), "emb_forward: input (\"x\") is NULL");
+  EXPECT_EQ(lib.forward(ctx, in.at("x").data(), nullptr), kArgument);
+  EXPECT_EQ(std::string(lib.errorMessage()), "emb_forward: output is NULL");
   lib.destroy(ctx);
   // Without embedded weights, a NULL path is an error that says what to do.
   void* none = reinterpret_cast<void*>(1);
