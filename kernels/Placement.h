@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "kernels/Kernel.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -25,6 +26,10 @@ class ValuePlacer {
       arenaBytes_ = plan->arenaBytes;
     }
   }
+
+  /// Places `v` at `at` (before anything places it): an update value computed in its
+  /// parameter's buffer (updatesInPlace).
+  void placeAt(const ir::Value* v, Location at) { where_.emplace(v, at); }
 
   /// The memory plan's arena size (0 without a plan).
   int64_t arenaBytes() const { return arenaBytes_; }
@@ -55,6 +60,16 @@ class ValuePlacer {
   std::unordered_map<const ir::Value*, int64_t> slots_;
   std::unordered_map<const ir::Value*, Location> where_;
 };
+
+/// Per update of `graph` (run as `kernels`, in order): whether its new value may be computed
+/// straight into its parameter's buffer instead of a buffer of its own that then trades places
+/// with the parameter — half the parameter and optimizer-state bytes a training step touches.
+/// It may when the value is a kernel's result of the parameter's type that updates this parameter
+/// only; the parameter's old value is no output and no other update's value; no kernel after the
+/// writer touches the parameter; and in the writer the parameter is no contraction operand and is
+/// read only where the value is stored, at the same element (the store's map row-major over a nest
+/// domain of the value's shape, once per element): element i is read before it is overwritten.
+std::vector<bool> updatesInPlace(const ir::Graph& graph, const std::vector<Kernel>& kernels);
 
 /// Element `i` of a constant node's value (a single value broadcasts).
 inline double constantElement(const ir::Value& v, int64_t i) {

@@ -86,6 +86,9 @@ ProgramLayout layOut(const ir::Graph& graph, const std::vector<kernels::Kernel>&
   auto placer = placerFor(graph, layout);
   for (const ir::Value* v : graph.inputs()) placer.place(v);
   for (const ir::Param& p : graph.params()) placer.place(p.value);
+  const std::vector<bool> inPlace = kernels::updatesInPlace(graph, kernels);
+  for (size_t u = 0; u < inPlace.size(); ++u)
+    if (inPlace[u]) placer.placeAt(graph.updates()[u].value, placer.place(graph.updates()[u].param));
   for (const kernels::Kernel& k : kernels) {
     ProgramLayout::KernelCall call;
     call.name = k.name;
@@ -253,6 +256,8 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
     I.stats.paramBytes += static_cast<int64_t>(I.params.back().bytes());
   }
   I.stats.arenaBytes = I.layout.arenaBytes;
+  for (const ProgramLayout::UpdateCopy& u : I.layout.updates)
+    I.stats.updatesInPlace += u.value == Location{Location::Kind::Param, u.param};
   I.arena = rt::HostTensor(DType::boolean, {std::max<int64_t>(I.stats.arenaBytes, 1)});
   I.scratch = rt::HostTensor(DType::boolean, {std::max<int64_t>(I.stats.scratchBytes, 1)});
   I.inputs.assign(I.graph.inputs().size(), nullptr);

@@ -65,6 +65,9 @@ struct ProgramStats {
   // Of those, the contractions that multiply on AMX tiles (Gemm.h's contractionUsesAmx).
   int amxContractions = 0;
   int64_t arenaBytes = 0, scratchBytes = 0, paramBytes = 0;
+  // Parameter updates computed straight into the parameter's buffer (kernels::updatesInPlace);
+  // the others are written to a buffer of their own that then trades places with the parameter.
+  int updatesInPlace = 0;
 };
 
 /// Where a buffer of a program lives.

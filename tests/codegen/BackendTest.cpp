@@ -616,6 +616,59 @@ TEST(CpuBackend, RunIntoOutputsReusesTheCallersTensors) {
   EXPECT_TRUE(first.at("y").identical(again.at("y")));
 }
 
+// Parameter updates computed straight into the parameter's buffer (kernels::updatesInPlace) where
+// nothing reads the old value after the kernel that writes the new one, and into a buffer of
+// their own otherwise; either way two steps equal the interpreter's.
+TEST(CpuBackend, UpdatesInPlaceOnlyWhereTheOldValueIsDead) {
+  struct Case {
+    const char* what;
+    const char* body;  // after the declarations of %x : f32[4,4], %w, %v : f32[4,4] and %b : f32[4]
+    int inPlace;
+  };
+  const Case cases[] = {
+      {"an elementwise step", "  %n = sub(%w, %x) : f32[4,4]\n  %m = mul(%v, %x) : f32[4,4]\n  output %m = %m\n"
+                              "  update %w = %n\n  update %v = %m\n", 2},
+      {"a column sum's outer store", "  %g = reduce_sum(%x) {axes=[0]} : f32[4]\n  %n = sub(%b, %g) : f32[4]\n"
+                                     "  output %n = %n\n  update %b = %n\n", 1},
+      {"a full store beside a reduction", "  %n = sub(%w, %x) : f32[4,4]\n  %s = reduce_sum(%n) {axes=[0,1]} : f32[]\n"
+                                          "  output %loss = %s\n  update %w = %n\n", 0},
+      {"the old value an output", "  %n = sub(%w, %x) : f32[4,4]\n  output %old = %w\n  update %w = %n\n", 0},
+      {"the old value read transposed", "  %t = permute(%w) {perm=[1,0]} : f32[4,4]\n"
+                                        "  %n = sub(%w, %t) : f32[4,4]\n  output %n = %n\n  update %w = %n\n", 0},
+      {"one value updating two parameters", "  %n = sub(%w, %x) : f32[4,4]\n  output %n = %n\n"
+                                            "  update %w = %n\n  update %v = %n\n", 0},
+      {"the old value read by a later product", "  %n = sub(%w, %x) : f32[4,4]\n  %y = matmul(%n, %w) : f32[4,4]\n"
+                                                "  output %y = %y\n  update %w = %n\n", 0},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %x : f32[4,4]\n  param %w : f32[4,4] = ones\n"
+                                             "  param %v : f32[4,4] = ones\n  param %b : f32[4] = ones\n{}}}\n", c.body),
+                                 "in_place.kir");
+    std::unique_ptr<cpu::Program> p = compileFor(g, 2);
+    EXPECT_EQ(p->stats().updatesInPlace, c.inPlace) << c.what;
+    interp::TensorMap params = interp::initializeParams(g);
+    for (int step = 0; step < 2; ++step) {
+      interp::TensorMap in = kiln::testing::randomInputs(g, 50 + step), updated;
+      interp::TensorMap want = interp::run(g, in, params, &updated);
+      const std::string what = fmt::format("{}, step {}", c.what, step);
+      expectClose(want, p->run(in), what);
+      interp::TensorMap got = p->params();
+      for (auto& [key, t] : updated) expectClose(t, got.at(key), what + " " + key);
+      for (auto& [key, t] : updated) params.insert_or_assign(key, t);
+    }
+  }
+  // The zoo's Adam steps update their parameters and moments in place, in the weight gradients'
+  // products (their epilogues) and the bias gradients' column sums (outer stores) — all but cnn's
+  // fc.weight, whose old value the product of fc's input gradient reads after its update.
+  for (const char* name : {"mnist_mlp", "cnn"}) {
+    ir::Graph g = adamStep(name, 4);
+    cpu::ProgramOptions o;
+    o.pool = &pool(2);
+    const int all = static_cast<int>(g.updates().size());
+    EXPECT_EQ(cpu::Program::compile(g, o)->stats().updatesInPlace, name == std::string("cnn") ? all - 1 : all) << name;
+  }
+}
+
 // Subnormal floats (support/FloatMode.h): the kernels, on the caller's thread and the pool's,
 // flush them to zero by default — subnormal inputs read as zero (DAZ), subnormal results written
 // as zero (FTZ) — and keep them as the interpreter does with Denormals::Keep. The caller's own
