@@ -1,6 +1,7 @@
 #include "kernels/Placement.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace kiln::kernels {
 
@@ -34,9 +35,32 @@ bool writesEachElementOnce(const LoopNest& nest, const Store& store, const ir::V
   return shape == v->type.shape;
 }
 
+/// Whether every load of `p` (per load index: `isP`) that the stores after store `at` of `nest`
+/// need was evaluated by the stores up to `at`: a point's stores are made in order, each
+/// expression evaluated once per point when a store first needs it, so a load first needed after
+/// `at` would read the element `at` has overwritten.
+bool loadsBeforeStore(const LoopNest& nest, size_t at, const std::function<bool(int32_t)>& isP) {
+  std::vector<bool> seen(nest.exprs.size(), false);
+  bool late = false;
+  auto visit = [&](int32_t root, bool after) {
+    std::vector<int32_t> stack{root};
+    while (!stack.empty()) {
+      const int32_t e = stack.back();
+      stack.pop_back();
+      if (seen[static_cast<size_t>(e)]) continue;
+      seen[static_cast<size_t>(e)] = true;
+      const Expr& x = nest.exprs[static_cast<size_t>(e)];
+      if (x.kind == Expr::Kind::Load && isP(nest.loads[static_cast<size_t>(x.load)].buffer)) late = late || after;
+      for (int32_t a : x.args) stack.push_back(a);
+    }
+  };
+  for (size_t i = 0; i < nest.stores.size(); ++i) visit(nest.stores[i].expr, i > at);
+  return !late;
+}
+
 /// Whether kernel `k`, which writes `v`, may write it over `p`: `v` is stored once per element, in
 /// one nest, and every read of `p` in the kernel is in that nest at the store's own map — of the
-/// element the store writes at the same point, which the codegen reads before it writes it.
+/// element the store writes at the same point — and made before the store.
 bool writesOverInPlace(const Kernel& k, const ir::Value* p, const ir::Value* v) {
   if (k.nests.empty()) return false;  // an op kernel: its code is not ours to inspect
   std::vector<int32_t> ps, vs;
@@ -50,11 +74,12 @@ bool writesOverInPlace(const Kernel& k, const ir::Value* p, const ir::Value* v) 
   int stores = 0;
   for (const LoopNest& nest : k.nests) {
     const Store* store = nullptr;
-    for (const Store& s : nest.stores)
-      if (s.buffer == vs[0]) store = &s, ++stores;
+    size_t at = 0;
+    for (size_t i = 0; i < nest.stores.size(); ++i)
+      if (nest.stores[i].buffer == vs[0]) store = &nest.stores[i], at = i, ++stores;
     for (const Load& l : nest.loads)
       if (isP(l.buffer) && (!store || !(l.map == store->map))) return false;
-    if (store && !writesEachElementOnce(nest, *store, v)) return false;
+    if (store && (!writesEachElementOnce(nest, *store, v) || !loadsBeforeStore(nest, at, isP))) return false;
   }
   return stores == 1;
 }

@@ -68,7 +68,8 @@ class ValuePlacer {
 /// only; the parameter's old value is no output and no other update's value; no kernel after the
 /// writer touches the parameter; and in the writer the parameter is no contraction operand and is
 /// read only where the value is stored, at the same element (the store's map row-major over a nest
-/// domain of the value's shape, once per element): element i is read before it is overwritten.
+/// domain of the value's shape, once per element), by loads that the value's store or the stores
+/// before it need: element i is read before it is overwritten.
 std::vector<bool> updatesInPlace(const ir::Graph& graph, const std::vector<Kernel>& kernels);
 
 /// Element `i` of a constant node's value (a single value broadcasts).

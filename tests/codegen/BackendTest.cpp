@@ -628,6 +628,11 @@ TEST(CpuBackend, UpdatesInPlaceOnlyWhereTheOldValueIsDead) {
   const Case cases[] = {
       {"an elementwise step", "  %n = sub(%w, %x) : f32[4,4]\n  %m = mul(%v, %x) : f32[4,4]\n  output %m = %m\n"
                               "  update %w = %n\n  update %v = %m\n", 2},
+      {"the old value read in another nest", "  %n = mul(%x, %x) : f32[4,4]\n  %m = add(%v, %w) : f32[4,4]\n"
+                                             "  output %m = %m\n  update %w = %n\n  update %v = %m\n", 1},
+      {"the old value read after the store", "  %a = mul(%x, %x) : f32[4,4]\n  %n = add(%a, %x) : f32[4,4]\n"
+                                             "  %m = mul(%a, %w) : f32[4,4]\n  output %m = %m\n"
+                                             "  update %w = %n\n  update %v = %m\n", 1},
       {"a column sum's outer store", "  %g = reduce_sum(%x) {axes=[0]} : f32[4]\n  %n = sub(%b, %g) : f32[4]\n"
                                      "  output %n = %n\n  update %b = %n\n", 1},
       {"a full store beside a reduction", "  %n = sub(%w, %x) : f32[4,4]\n  %s = reduce_sum(%n) {axes=[0,1]} : f32[]\n"
