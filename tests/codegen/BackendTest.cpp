@@ -560,6 +560,52 @@ TEST(CpuBackend, Bf16StepsOnTheDotProductPath) {
   }
 }
 
+// f16 training with dynamic loss scaling, its updates in place (kernels::updatesInPlace): the
+// scale's first values overflow, so the first steps are skipped (every update writes the old value
+// back) and the ones after them taken; the outputs and every parameter and state after each of four
+// steps against the interpreter on the same graph, within f16's rounding of the gradients (Adam
+// divides by their root mean square: 1 % of each tensor's largest value, at least 1 for the loss).
+TEST(CpuBackend, LossScaledF16StepsUpdateInPlace) {
+  ZooOptions o;
+  o.batch = 16;
+  ir::Graph g = buildZooModel("mnist_mlp", o);
+  passes::TrainingStepOptions to;
+  to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
+  to.optimizer.eps = 1e-3;  // see ZooTrainingSteps
+  to.precision = passes::Precision::F16;
+  to.lossScale.initialScale = 1 << 20;  // overflows f16: two steps skipped, the scale halved each time
+  passes::buildTrainingStep(g, to);
+  const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::F16);
+  cpu::ProgramOptions po;
+  po.pool = &pool(2);
+  std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled, po);
+  // fc2's and fc1.bias's updates and moments; fc1.weight's share a kernel with the reduction that
+  // checks its gradient is finite (full stores beside a reduction: not in place).
+  EXPECT_GE(p->stats().updatesInPlace, 9);
+  interp::TensorMap in = modelInputs(compiled);
+  interp::TensorMap params = interp::initializeParams(compiled);
+  std::vector<double> skipped;
+  for (int step = 0; step < 4; ++step) {
+    interp::TensorMap updated;
+    interp::TensorMap want = interp::run(compiled, in, params, &updated);
+    interp::TensorMap got = p->run(in);
+    skipped.push_back(want.at("amp.skipped").at(0));
+    EXPECT_EQ(got.at("amp.skipped").at(0), skipped.back()) << "step " << step;
+    for (const auto& [key, t] : updated) want.insert_or_assign("param " + key, t);
+    for (const auto& [key, t] : p->params()) got.insert_or_assign("param " + key, t);
+    for (const auto& [key, w] : want) {
+      ASSERT_TRUE(got.count(key)) << key;
+      const rt::HostTensor& r = got.at(key);
+      double scale = key.rfind("param ", 0) == 0 ? 0 : 1, worst = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.at(i)));
+      for (int64_t i = 0; i < w.numel(); ++i) worst = std::max(worst, std::abs(w.at(i) - r.at(i)));
+      EXPECT_LE(worst, 1e-2 * scale) << "step " << step << " " << key;
+    }
+    params = std::move(updated);
+  }
+  EXPECT_EQ(skipped, (std::vector<double>{1, 1, 0, 0}));
+}
+
 // A Jit with a disk cache (JitOptions::cacheDir; Jit::host() under KILN_CACHE_DIR) loads a
 // program another Jit compiled — its parts' objects, linked against the prebuilt GEMM routines —
 // and computes the same bits.
