@@ -1,11 +1,12 @@
 // The LLVM CPU backend against the reference interpreter: every elementwise primitive and
 // reduction on awkward shapes and all dtypes, fused patterns, random graphs, and every zoo
-// model's inference graph and training steps, on pools of 1 and 2 threads.
+// model's inference graph, programs and their compiles, on pools of 1 and 2 threads (training
+// steps: BackendTrainingTest.cpp).
 //
 // The backend computes f32 in f32 (the interpreter in f64), sums in another order and uses
 // VecMath's approximations, so values agree within tolerances scaled to each dtype; integer,
 // bool and movement results agree exactly.
-#include "RandomGraphs.h"
+#include "BackendTestSupport.h"
 
 #include "codegen/cpu/Jit.h"
 #include "codegen/cpu/KernelAbi.h"
@@ -29,74 +30,9 @@
 #include <cstring>
 
 using namespace kiln;
+using namespace kiln::cputest;
 
 namespace {
-
-/// Relative tolerance of a value of `t` computed in another order / precision.
-double tolerance(DType t) {
-  switch (t) {
-    case DType::f16: return 4e-3;
-    case DType::bf16: return 2e-2;
-    case DType::f32: return 2e-5;
-    case DType::f64: return 1e-12;
-    default: return 0;
-  }
-}
-
-/// Checks `got` against `want` elementwise: equal NaN-ness and infinities, |a - b| within the
-/// dtype's tolerance relative to max(|a|, the tensor's scale * scaleFactor, floor).
-void expectClose(const rt::HostTensor& want, const rt::HostTensor& got, const std::string& what, double scaleFactor = 1e-2,
-                 double floor = 0) {
-  ASSERT_EQ(want.dtype(), got.dtype()) << what;
-  ASSERT_EQ(want.shape(), got.shape()) << what;
-  double scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::isfinite(want.at(i))) scale = std::max(scale, std::abs(want.at(i)));
-  double tol = tolerance(want.dtype());
-  int reported = 0;
-  for (int64_t i = 0; i < want.numel() && reported < 5; ++i) {
-    double a = want.at(i), b = got.at(i);
-    bool ok;
-    if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
-    else if (std::isinf(a) || std::isinf(b)) ok = a == b;
-    else ok = std::abs(a - b) <= tol * std::max({std::abs(a), scale * scaleFactor, floor}) + (tol == 0 ? 0 : 1e-30);
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "] of " << want.typeStr() << ": want " << a << ", got " << b;
-      ++reported;
-    }
-  }
-}
-
-void expectClose(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what,
-                 double scaleFactor = 1e-2, double floor = 0) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (const auto& [name, t] : want) {
-    auto it = got.find(name);
-    ASSERT_NE(it, got.end()) << what << ": missing " << name;
-    expectClose(t, it->second, what + " " + name, scaleFactor, floor);
-  }
-}
-
-rt::ThreadPool& pool(int threads) {
-  static rt::ThreadPool one(1), two(2);
-  return threads == 1 ? one : two;
-}
-
-/// Compiles `g` with the default pipeline and runs it on the backend with `threads`.
-std::unique_ptr<cpu::Program> compileFor(const ir::Graph& g, int threads) {
-  ir::Graph compiled = g.clone();
-  passes::compileGraph(compiled);
-  cpu::ProgramOptions o;
-  o.pool = &pool(threads);
-  return cpu::Program::compile(compiled, o);
-}
-
-/// Inputs for a graph: random, with labels and token ids valid class indices and lr = 0.01.
-interp::TensorMap modelInputs(const ir::Graph& g) {
-  interp::TensorMap in = kiln::testing::randomInputs(g, 7);
-  if (auto it = in.find("lr"); it != in.end()) it->second.set(0, 0.01);
-  return in;
-}
 
 /// The .kir text of a shorthand "graph @g(%x: T, …) {\n  nodes…\n  return %a, …\n}": the inputs
 /// become `input` lines and the returned values outputs of the same name.
@@ -358,59 +294,6 @@ TEST(CpuBackend, ZooModelsInference) {
     }
 }
 
-TEST(CpuBackend, ZooTrainingSteps) {
-  for (const std::string& name : zooModelNames())
-    for (const char* optimizer : {"sgd", "adam"}) {
-      ZooOptions o;
-      o.batch = 3;
-      ir::Graph g = buildZooModel(name, o);
-      passes::TrainingStepOptions to;
-      to.optimizer.kind = passes::optimizerKindFromName(optimizer);
-      to.optimizer.momentum = 0.9;
-      // With eps = 1e-8 Adam's first steps are sign(g)·lr wherever |g| is tiny, so f32 rounding
-      // noise in a gradient that is exactly 0 in f64 (a key bias under softmax) flips whole
-      // updates; a larger eps keeps the update a smooth function of the gradient.
-      to.optimizer.eps = 1e-3;
-      passes::buildTrainingStep(g, to);
-      interp::TensorMap in = modelInputs(g);
-      interp::TensorMap params = interp::initializeParams(g);
-      std::unique_ptr<cpu::Program> p = compileFor(g, 2);
-      // Two steps: the second runs on the parameters and optimizer state the first produced.
-      for (int step = 0; step < 2; ++step) {
-        interp::TensorMap updated;
-        interp::TensorMap want = interp::run(g, in, params, &updated);
-        interp::TensorMap got = p->run(in);
-        std::string what = fmt::format("{} {} step {}", name, optimizer, step);
-        // Errors relative to each tensor's largest value, and for the loss at least 1: near its
-        // minimum log-softmax loses f32 digits to cancellation (log(1 + tiny)).
-        expectClose(want, got, what, 1.0, 1.0);
-        interp::TensorMap gotParams = p->params();
-        for (auto& [key, t] : updated) expectClose(t, gotParams.at(key), what + " " + key, 1.0);
-        for (auto& [key, t] : updated) params.insert_or_assign(key, t);
-      }
-    }
-}
-
-/// Zoo model `name`'s Adam training step at `batch`, compiled by the default pipeline.
-ir::Graph adamStep(const std::string& name, int64_t batch) {
-  ZooOptions o;
-  o.batch = batch;
-  ir::Graph g = buildZooModel(name, o);
-  passes::TrainingStepOptions to;
-  to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
-  passes::buildTrainingStep(g, to);
-  passes::compileGraph(g);
-  return g;
-}
-
-/// `g` (compiled already) as a program of `jit` on a pool of 2 threads.
-std::unique_ptr<cpu::Program> compileWith(const ir::Graph& g, cpu::Jit& jit) {
-  cpu::ProgramOptions po;
-  po.pool = &pool(2);
-  po.jit = &jit;
-  return cpu::Program::compile(g, po);
-}
-
 /// Two programs of one graph compute the same bits: outputs of two steps, then the parameters.
 void expectSameBits(cpu::Program& a, cpu::Program& b, const interp::TensorMap& in, const std::string& what) {
   for (int step = 0; step < 2; ++step) {
@@ -512,100 +395,6 @@ TEST(CpuBackend, PrebuiltGemmRoutinesAreTheCompiledOnes) {
   }
 }
 
-// bf16 training steps on the GEMM's k-pair path (GemmEmitter.h's usesBf16Pairs: native on CPUs
-// whose vdpbf16ps outruns the FMAs, where every bf16 program takes it; emulated elsewhere,
-// JitOptions::emulateBf16Dot):
-// the amp pass's bf16 graphs of mnist_mlp, tiny_mlp and cnn Adam steps at batch 33 (forward,
-// weight- and input-gradient products on the pair path, odd K included) against the interpreter
-// on the same graph, within bf16's rounding (a product input rounded the other way moves a
-// result by about 2^-8 of its tensor's scale). On AVX-512 CPUs again on emulated AMX tiles
-// (JitOptions::emulateAmx: the tile path's blocking and packing; on a CPU with AMX both Jits use
-// its tiles natively).
-TEST(CpuBackend, Bf16StepsOnTheDotProductPath) {
-  cpu::JitOptions options;
-  options.emulateBf16Dot = true;
-  cpu::Jit pairs(options);
-  options.emulateAmx = true;
-  cpu::Jit tiles(options);
-  for (cpu::Jit* jit : {&pairs, &tiles})
-  for (const char* name : {"mnist_mlp", "tiny_mlp", "cnn"}) {
-    if (jit == &tiles && !cpu::isaOf(tiles).avx512) continue;
-    ZooOptions o;
-    o.batch = 33;
-    ir::Graph g = buildZooModel(name, o);
-    passes::TrainingStepOptions to;
-    to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
-    to.optimizer.eps = 1e-3;  // see ZooTrainingSteps
-    passes::buildTrainingStep(g, to);
-    const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::BF16);
-    interp::TensorMap in = modelInputs(compiled);
-    interp::TensorMap updated;
-    interp::TensorMap want = interp::run(compiled, in, interp::initializeParams(compiled), &updated);
-    std::unique_ptr<cpu::Program> p = compileWith(compiled, *jit);
-    EXPECT_GE(p->stats().bf16PairContractions, 1) << name;
-    // On tiles: all of them when emulated, and on a CPU with AMX natively in both Jits.
-    EXPECT_EQ(p->stats().amxContractions, cpu::isaOf(*jit).amxTiles() ? p->stats().bf16PairContractions : 0) << name;
-    interp::TensorMap got = p->run(in);
-    interp::TensorMap gotParams = p->params();
-    for (const auto& [key, t] : updated) want.insert_or_assign("param " + key, t);
-    for (const auto& [key, t] : gotParams) got.insert_or_assign("param " + key, t);
-    for (const auto& [key, w] : want) {
-      ASSERT_TRUE(got.count(key)) << name << ": " << key;
-      const rt::HostTensor& r = got.at(key);
-      double scale = 1, worst = 0;  // at least 1: the loss
-      for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.at(i)));
-      for (int64_t i = 0; i < w.numel(); ++i) worst = std::max(worst, std::abs(w.at(i) - r.at(i)));
-      EXPECT_LE(worst, 2e-2 * scale) << name << " " << key;
-    }
-  }
-}
-
-// f16 training with dynamic loss scaling, its updates in place (kernels::updatesInPlace): the
-// scale's first values overflow, so the first steps are skipped (every update writes the old value
-// back) and the ones after them taken; the outputs and every parameter and state after each of four
-// steps against the interpreter on the same graph, within f16's rounding of the gradients (Adam
-// divides by their root mean square: 1 % of each tensor's largest value, at least 1 for the loss).
-TEST(CpuBackend, LossScaledF16StepsUpdateInPlace) {
-  ZooOptions o;
-  o.batch = 16;
-  ir::Graph g = buildZooModel("mnist_mlp", o);
-  passes::TrainingStepOptions to;
-  to.optimizer.kind = passes::OptimizerConfig::Kind::Adam;
-  to.optimizer.eps = 1e-3;  // see ZooTrainingSteps
-  to.precision = passes::Precision::F16;
-  to.lossScale.initialScale = 1 << 20;  // overflows f16: two steps skipped, the scale halved each time
-  passes::buildTrainingStep(g, to);
-  const ir::Graph compiled = passes::compiledCopy(g, passes::Precision::F16);
-  cpu::ProgramOptions po;
-  po.pool = &pool(2);
-  std::unique_ptr<cpu::Program> p = cpu::Program::compile(compiled, po);
-  // fc2's and fc1.bias's updates and moments; fc1.weight's share a kernel with the reduction that
-  // checks its gradient is finite (full stores beside a reduction: not in place).
-  EXPECT_GE(p->stats().updatesInPlace, 9);
-  interp::TensorMap in = modelInputs(compiled);
-  interp::TensorMap params = interp::initializeParams(compiled);
-  std::vector<double> skipped;
-  for (int step = 0; step < 4; ++step) {
-    interp::TensorMap updated;
-    interp::TensorMap want = interp::run(compiled, in, params, &updated);
-    interp::TensorMap got = p->run(in);
-    skipped.push_back(want.at("amp.skipped").at(0));
-    EXPECT_EQ(got.at("amp.skipped").at(0), skipped.back()) << "step " << step;
-    for (const auto& [key, t] : updated) want.insert_or_assign("param " + key, t);
-    for (const auto& [key, t] : p->params()) got.insert_or_assign("param " + key, t);
-    for (const auto& [key, w] : want) {
-      ASSERT_TRUE(got.count(key)) << key;
-      const rt::HostTensor& r = got.at(key);
-      double scale = key.rfind("param ", 0) == 0 ? 0 : 1, worst = 0;
-      for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.at(i)));
-      for (int64_t i = 0; i < w.numel(); ++i) worst = std::max(worst, std::abs(w.at(i) - r.at(i)));
-      EXPECT_LE(worst, 1e-2 * scale) << "step " << step << " " << key;
-    }
-    params = std::move(updated);
-  }
-  EXPECT_EQ(skipped, (std::vector<double>{1, 1, 0, 0}));
-}
-
 // A Jit with a disk cache (JitOptions::cacheDir; Jit::host() under KILN_CACHE_DIR) loads a
 // program another Jit compiled — its parts' objects, linked against the prebuilt GEMM routines —
 // and computes the same bits.
@@ -660,64 +449,6 @@ TEST(CpuBackend, RunIntoOutputsReusesTheCallersTensors) {
   interp::TensorMap again = first;
   p->run(kiln::testing::randomInputs(g, 41));
   EXPECT_TRUE(first.at("y").identical(again.at("y")));
-}
-
-// Parameter updates computed straight into the parameter's buffer (kernels::updatesInPlace) where
-// nothing reads the old value after the kernel that writes the new one, and into a buffer of
-// their own otherwise; either way two steps equal the interpreter's.
-TEST(CpuBackend, UpdatesInPlaceOnlyWhereTheOldValueIsDead) {
-  struct Case {
-    const char* what;
-    const char* body;  // after the declarations of %x : f32[4,4], %w, %v : f32[4,4] and %b : f32[4]
-    int inPlace;
-  };
-  const Case cases[] = {
-      {"an elementwise step", "  %n = sub(%w, %x) : f32[4,4]\n  %m = mul(%v, %x) : f32[4,4]\n  output %m = %m\n"
-                              "  update %w = %n\n  update %v = %m\n", 2},
-      {"the old value read in another nest", "  %n = mul(%x, %x) : f32[4,4]\n  %m = add(%v, %w) : f32[4,4]\n"
-                                             "  output %m = %m\n  update %w = %n\n  update %v = %m\n", 1},
-      {"the old value read after the store", "  %a = mul(%x, %x) : f32[4,4]\n  %n = add(%a, %x) : f32[4,4]\n"
-                                             "  %m = mul(%a, %w) : f32[4,4]\n  output %m = %m\n"
-                                             "  update %w = %n\n  update %v = %m\n", 1},
-      {"a column sum's outer store", "  %g = reduce_sum(%x) {axes=[0]} : f32[4]\n  %n = sub(%b, %g) : f32[4]\n"
-                                     "  output %n = %n\n  update %b = %n\n", 1},
-      {"a full store beside a reduction", "  %n = sub(%w, %x) : f32[4,4]\n  %s = reduce_sum(%n) {axes=[0,1]} : f32[]\n"
-                                          "  output %loss = %s\n  update %w = %n\n", 0},
-      {"the old value an output", "  %n = sub(%w, %x) : f32[4,4]\n  output %old = %w\n  update %w = %n\n", 0},
-      {"the old value read transposed", "  %t = permute(%w) {perm=[1,0]} : f32[4,4]\n"
-                                        "  %n = sub(%w, %t) : f32[4,4]\n  output %n = %n\n  update %w = %n\n", 0},
-      {"one value updating two parameters", "  %n = sub(%w, %x) : f32[4,4]\n  output %n = %n\n"
-                                            "  update %w = %n\n  update %v = %n\n", 0},
-      {"the old value read by a later product", "  %n = sub(%w, %x) : f32[4,4]\n  %y = matmul(%n, %w) : f32[4,4]\n"
-                                                "  output %y = %y\n  update %w = %n\n", 0},
-  };
-  for (const Case& c : cases) {
-    ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %x : f32[4,4]\n  param %w : f32[4,4] = ones\n"
-                                             "  param %v : f32[4,4] = ones\n  param %b : f32[4] = ones\n{}}}\n", c.body),
-                                 "in_place.kir");
-    std::unique_ptr<cpu::Program> p = compileFor(g, 2);
-    EXPECT_EQ(p->stats().updatesInPlace, c.inPlace) << c.what;
-    interp::TensorMap params = interp::initializeParams(g);
-    for (int step = 0; step < 2; ++step) {
-      interp::TensorMap in = kiln::testing::randomInputs(g, 50 + step), updated;
-      interp::TensorMap want = interp::run(g, in, params, &updated);
-      const std::string what = fmt::format("{}, step {}", c.what, step);
-      expectClose(want, p->run(in), what);
-      interp::TensorMap got = p->params();
-      for (auto& [key, t] : updated) expectClose(t, got.at(key), what + " " + key);
-      for (auto& [key, t] : updated) params.insert_or_assign(key, t);
-    }
-  }
-  // The zoo's Adam steps update their parameters and moments in place, in the weight gradients'
-  // products (their epilogues) and the bias gradients' column sums (outer stores) — all but cnn's
-  // fc.weight, whose old value the product of fc's input gradient reads after its update.
-  for (const char* name : {"mnist_mlp", "cnn"}) {
-    ir::Graph g = adamStep(name, 4);
-    cpu::ProgramOptions o;
-    o.pool = &pool(2);
-    const int all = static_cast<int>(g.updates().size());
-    EXPECT_EQ(cpu::Program::compile(g, o)->stats().updatesInPlace, name == std::string("cnn") ? all - 1 : all) << name;
-  }
 }
 
 // Subnormal floats (support/FloatMode.h): the kernels, on the caller's thread and the pool's,
