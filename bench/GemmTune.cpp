@@ -6,13 +6,14 @@
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
 //
-//   kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep]
+//   kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--pack-a] [--sweep]
 //                  [M N K [ta tb] | conv N C H W O K]
 //
 // --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
 // the rows and the columns of a C block, rounded to the register tile); --sweep runs each shape
 // under a grid of them (7 timed runs of 0.02 s each), the ISA's own limits first, to find the
 // limits of a new machine (scripts/gpu-check tune does it on the GPU machines' AVX-512 hosts).
+// --pack-a packs A into panels even where the micro-kernel would read its rows in place.
 // --cold times each call alone after writing 64 MiB of other data, so that its operands come from
 // memory as inside a training step. --threads times one pool only (to profile one of them).
 #include "codegen/cpu/Gemm.h"
@@ -131,6 +132,7 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
   if (isa.gemmKc || isa.gemmMb || isa.gemmNb)
     line += fmt::format("  kc {:4} mb {:4} nb {:4}", isa.gemmKc, isa.gemmMb, isa.gemmNb);
   if (isa.gemmMr || isa.gemmNr) line += fmt::format("  tile {}x{}", isa.gemmMr, isa.gemmNr);
+  if (isa.gemmPackA) line += "  A packed";
   const double flops = s.flops;
   for (int threads : {1, 2}) {
     if (onlyThreads != 0 && threads != onlyThreads) continue;
@@ -178,7 +180,9 @@ void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
+  fmt::print(stderr,
+             "usage: kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] "
+             "[--pack-a] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
   return 2;
 }
 
@@ -200,6 +204,8 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) return usage();
       onlyThreads = std::atoi(argv[++i]);
       if (onlyThreads != 1 && onlyThreads != 2) return usage();
+    } else if (a == "--pack-a") {
+      isa.gemmPackA = true;
     } else if (a == "--bf16") {
       operandDtype = "bf16";
     } else if (a == "--kc" || a == "--mb" || a == "--nb") {

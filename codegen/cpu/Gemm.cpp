@@ -10,25 +10,25 @@
 // its result: the output is the same for every thread count. One item, for each KC-deep slice:
 //
 //     pack B[slice, n block] into panels KC × NR           (GemmKernels.cpp, GemmPack.cpp)
-//     pack A[m block, slice] into panels MR × KC
+//     pack A[m block, slice] into panels MR × KC          (unless its rows are read in place)
 //     for each B panel, for each A panel:
 //         micro-kernel: tile[MR × NR] (+)= A panel · B panel
 //
-// Items run through the M blocks of one N block in turn, and when there are several and B over
-// all of K fits kPackedBBudget, it is packed whole (K × NB) and kept in the slot: the next item
-// of the same B block skips packing B. Likewise A, when every batch reads the same A (a convolution's
+// Items run through the M blocks of one N block in turn, and when there are several and B over all
+// of K fits kPackedBBudget, it is packed whole (K × NB) and kept in the slot: the next item of the
+// same B block skips packing B. Likewise A, when every batch reads the same A (a convolution's
 // weights) and M is one block: packed over all of K once per thread (kPackedABudget) and kept
-// across the thread's items. Packing converts f16/bf16 to f32 (i32 to i64) and absorbs transposes,
-// broadcast batches and convolution windows (implicit GEMM, padding reads 0). Panels are
-// zero-padded to full MR / NR and to a multiple of the K unroll, so the micro-kernel has no edge
-// cases: an edge tile computes rows and columns in the tile's padding that the epilogue never
-// reads — except whole vectors of columns: a block's last panel runs a micro-kernel of as many
-// vectors of columns as it holds data (a 14 × 14 image's 196 = 6 · 32 + 4 columns end in a
-// 16-column kernel, not a 32-column one). The micro-kernel keeps MR × NR/lanes vector
-// accumulators in registers (explicit vector types, llvm.fmuladd), broadcasts A and loads B, and
-// adds into the tile after the first slice. A plain product (GemmDriver.cpp's directResult)
-// accumulates its blocks of whole register tiles in the result itself: no tile, no copy (6.5 % of
-// 10000×256·512's time; docs/PERFORMANCE.md, after the thirteenth table).
+// across the thread's items, unless its rows are read in place (below). Packing converts f16/bf16
+// to f32 (i32 to i64) and absorbs transposes, broadcast batches and convolution windows (implicit
+// GEMM, padding reads 0). Panels are zero-padded to full MR / NR and to a multiple of the K unroll,
+// so the micro-kernel has no edge cases: an edge tile computes rows and columns in the tile's
+// padding that the epilogue never reads — except whole vectors of columns: a block's last panel
+// runs a micro-kernel of as many vectors of columns as it holds data (a 14 × 14 image's 196 = 6 ·
+// 32 + 4 columns end in a 16-column kernel, not a 32-column one). The micro-kernel keeps MR ×
+// NR/lanes vector accumulators in registers (explicit vector types, llvm.fmuladd), broadcasts A and
+// loads B, and adds into the tile after the first slice. A plain product (GemmDriver.cpp's
+// directResult) accumulates its blocks of whole register tiles in the result itself: no tile, no
+// copy (6.5 % of 10000×256·512's time; docs/PERFORMANCE.md, after the thirteenth table).
 //
 // Blocking, f32 (f64 and i64 keep the byte sizes: half the elements per vector, NR and NB):
 //
@@ -48,6 +48,17 @@
 //     when the epilogue reads it;
 //   - packed B (KC × NB = 512 KiB per slice, up to 4 MiB for all of K) streams from L3.
 // A is packed ⌈N / NB⌉ times (2·NB flops per packed element); B once per thread and N block.
+//
+// A in place. Where A's k is contiguous (A of A·B and of A·Bᵀ: a layer's input, an output
+// gradient) and A is stored as the accumulators (f32, f64, i64), packing it is a transpose, about a
+// cycle per element: an eighth of mnist_mlp's 100×784·784×128. There the micro-kernel reads A's
+// rows where they are instead (Blocking::aInPlace): a register tile's MR rows lda apart, the K
+// slice's k in steps of kUnroll, then one at a time to its exact depth (B's panel is zero-padded,
+// but A past the slice may hold anything). Only a block's last, partial tile of rows is packed:
+// rows past M would read past A. `kiln_gemm_tune [--pack-a]`, Emerald Rapids VM, GFLOP/s on 1 / 2
+// threads, packed → in place: 100×784·784×128 125–128 / 215–233 → 144–146 / 259–268;
+// 10000×512·512×256 139–140 / 288–294 → 145 / 302–313; 1024³ and 2048³ 2–4 % more, the rest the
+// same within the VM's noise.
 //
 // Split K. When K is too deep to keep B packed (about 8200 and more for f32 with NB of 128 and
 // more), packing B once per item would cost as much as a fifth of the product (the weight
@@ -255,8 +266,9 @@ bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype
   return plan.path != Path::Small && stridedPairs(f, dtype, isa);
 }
 
-Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
-  if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
+namespace {
+/// The blocking of a product that does not take the small path, A packed.
+Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
@@ -340,6 +352,29 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   p.ldt = p.nb;
   return p;
 }
+
+/// Whether the packed or SplitK blocking `p` reads A's whole register tiles of rows in place:
+/// A strided with its k contiguous (a transposing packing otherwise), stored as the accumulators.
+bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
+  if (p.path == Path::Small || p.amx || isa.gemmPackA || usesBf16Pairs(f, p, dtype, isa)) return false;
+  const bool accStored = (dtype == DType::f32 && acc == AccType::F32) || (dtype == DType::f64 && acc == AccType::F64) ||
+                         (dtype == DType::i64 && acc == AccType::I64);
+  const std::optional<Strides> s = sharedStrides(f, true);
+  return accStored && s && s->k == 1 && s->row != 1;
+}
+}  // namespace
+
+Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
+  if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
+  Blocking p = packedBlocking(f, acc, isa, dtype);
+  p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa);
+  if (p.aInPlace && p.reuseA) {
+    p.reuseA = false;
+    p.packABytes = packedBytes(1, p.mb, p.mr, p.kc, accBytes(acc), p.lanes);
+  }
+  return p;
+}
+
 
 // ---- GemmBuilder ---------------------------------------------------------------------------------
 
@@ -565,7 +600,7 @@ class GemmEmitter {
     set(desc::ElementBytes, static_cast<int64_t>(g_.storageType()->getPrimitiveSizeInBits() / 8));
     set(desc::SlotsOffset, p.slotsOffset(f.batch)), set(desc::Splits, p.splits), set(desc::SliceBlocks, p.sliceBlocks);
     set(desc::PartialBytes, p.partialBytes), set(desc::ReduceItems, p.reduceItems);
-    set(desc::Direct, directResult(g_));
+    set(desc::Direct, directResult(g_)), set(desc::AInPlace, p.aInPlace);
     describeOperand(fields, desc::A, true);
     describeOperand(fields, desc::B, false);
     std::vector<llvm::Constant*> pointers(desc::Pointers, llvm::ConstantPointerNull::get(b_.getPtrTy()));

@@ -16,13 +16,15 @@
 //
 // Packed path, one item = one C block over all of K (see Gemm.cpp's file comment):
 //
-//     for each K slice: pack B (unless kept packed), pack A, micro-kernel over the panels
+//     for each K slice: pack B (unless kept packed), pack A (unless kept packed; with its rows read in
+//     place only the last, partial register tile of rows), micro-kernel over the panels
 //     epilogue(block)
 //
 // Split-K path, one item = one part of K × one block of N columns × all of M, then a second
 // phase whose items sum the parts' partial products in order (see Gemm.cpp's file comment):
 //
-//     for each K slice of the part: pack B; for each M block: pack A, micro-kernel over the panels
+//     for each K slice of the part: pack B; for each M block: pack A (or its last, partial tile of
+//     rows), micro-kernel over the panels
 //     then, per block: partial[0] += partial[1], then += partial[2], …; epilogue(block)
 //
 // Small path, one item = M rows × one block of N columns (see GemmSmall.cpp's file comment):
@@ -135,10 +137,79 @@ std::array<llvm::Value*, 3> kSlice(GemmBuilder& g, llvm::Value* kb, llvm::Value*
   return {k0, kc, b.CreateAnd(b.CreateAdd(kc, g.i64(unit - 1)), g.i64(-unit))};
 }
 
+/// Where an item reads A's panels of one K slice: with desc::AInPlace, its whole register tiles of
+/// rows in place and only the last, partial one packed; otherwise every panel packed.
+struct APanels {
+  llvm::Value* inPlace;     // i1: desc::AInPlace
+  llvm::Value* rows;        // A at the block's first row and the slice's first k, in place
+  llvm::Value* lda;         // A's row stride
+  llvm::Value* fullPanels;  // the panels read in place (0 unless inPlace)
+};
+
+/// APanels of the block of `rows` rows from m0 and the K slice from k0 of batch `batch`, A's
+/// offset `offsetA`.
+APanels aPanels(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* offsetA, llvm::Value* m0,
+                llvm::Value* rows, llvm::Value* k0) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* inPlace = b.CreateICmpNE(desc::load(b, d, desc::AInPlace), g.i64(0));
+  llvm::Value* lda = desc::load(b, d, desc::A + desc::RowStride);
+  llvm::Value* buffer = b.CreateAlignedLoad(
+      b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, desc::load(b, d, desc::A + desc::Buffer)), llvm::Align(8));
+  // Not `inbounds`: with A packed, the offset may lie outside its buffer.
+  llvm::Value* at = b.CreateGEP(g.elt, buffer, b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), k0)));
+  llvm::Value* full = b.CreateSelect(inPlace, b.CreateUDiv(rows, g.i64(g.plan.mr)), g.i64(0));
+  return {inPlace, at, lda, full};
+}
+
+/// Packs the panels of A that `a` does not read in place (rows from m0 + fullPanels · MR), if any.
+void packAPanels(GemmBuilder& g, const APanels& a, llvm::Value* m0, llvm::Value* rows,
+                 const std::function<void(llvm::Value*, llvm::Value*)>& pack) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* first = b.CreateMul(a.fullPanels, g.i64(g.plan.mr));
+  llvm::Value* left = b.CreateSub(rows, first);
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* packing = llvm::BasicBlock::Create(g.ctx, "packa.rows", f);
+  auto* packed = llvm::BasicBlock::Create(g.ctx, "packa.rows.done", f);
+  b.CreateCondBr(b.CreateICmpSGT(left, g.i64(0)), packing, packed);
+  b.SetInsertPoint(packing);
+  pack(b.CreateAdd(m0, first), left);
+  b.CreateBr(packed);
+  b.SetInsertPoint(packed);
+}
+
+/// The micro-kernel call for A's panel `ip` (of MR rows) against one B panel into c: in place
+/// while ip < fullPanels, else the packed panel ip − fullPanels from `packedA`.
+void callPanel(GemmBuilder& g, const APanels& a, llvm::Value* ip, llvm::Value* columns, llvm::Value* kc,
+               llvm::Value* kcPad, llvm::Value* packedA, llvm::Value* bPanel, llvm::Value* c, llvm::Value* ldc,
+               llvm::Value* accumulate) {
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Value* panelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(g.plan.mr)), g.i64(g.plan.lanes));
+  auto packedCall = [&] {
+    llvm::Value* aPanel =
+        b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(b.CreateSub(ip, a.fullPanels), panelElements));
+    b.CreateCall(microKernel(g)->getFunctionType(), panelKernel(g, columns),
+                 {kcPad, aPanel, bPanel, c, ldc, accumulate});
+  };
+  if (g.pairs || g.plan.amx) return packedCall();  // never in place (aRowsInPlace)
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* inPlace = llvm::BasicBlock::Create(g.ctx, "panel.rows", f);
+  auto* packed = llvm::BasicBlock::Create(g.ctx, "panel.packed", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "panel.done", f);
+  b.CreateCondBr(b.CreateICmpSLT(ip, a.fullPanels), inPlace, packed);
+  b.SetInsertPoint(inPlace);
+  llvm::Value* rows = b.CreateGEP(g.elt, a.rows, b.CreateMul(b.CreateMul(ip, g.i64(g.plan.mr)), a.lda));
+  b.CreateCall(microKernel(g, 0, true)->getFunctionType(), panelKernel(g, columns, true),
+               {kc, rows, bPanel, c, ldc, accumulate, a.lda});
+  b.CreateBr(done);
+  b.SetInsertPoint(packed);
+  packedCall();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
 /// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the packed path.
 void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   llvm::IRBuilder<>& b = g.b;
-  llvm::FunctionType* ukernel = microKernel(g)->getFunctionType();
   llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
   auto get = [&](int field) { return desc::load(b, d, field); };
   llvm::Value *mBlocks = get(desc::MBlocks), *nBlocks = get(desc::NBlocks), *mb = get(desc::Mb), *nb = get(desc::Nb);
@@ -230,23 +301,26 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
       inResult, b.CreateGEP(g.elt, result, b.CreateAdd(b.CreateMul(m0, n), n0)), tile, "c.base");
   llvm::Value* ldc = b.CreateSelect(inResult, n, ldt, "ldc");
   g.loop(g.i64(0), kBlocks, 1, "kslice", [&](llvm::Value* kb) {
-    llvm::Value* kcPad = slice(kb)[2];
+    auto [k0, kc, kcPad] = slice(kb);
     llvm::Value* packedBSlice = bSlice(kb);
     llvm::Value* packedASlice = aSlice(kb);
     unlessKept(reuseB, "packb.one", [&] { packBSlice(kb); });
-    unlessKept(reuseA, "packa.one", [&] { packASlice(kb); });
+    const APanels panels = aPanels(g, bufs, d, offsetA, m0, rows, k0);
+    unlessKept(reuseA, "packa.one", [&] {
+      packAPanels(g, panels, m0, rows, [&](llvm::Value* r0, llvm::Value* left) {
+        b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, r0, left, k0, kc, kcPad, packedASlice});
+      });
+    });
     llvm::Value* accumulate = b.CreateICmpNE(kb, g.i64(0));
-    llvm::Value* aPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(mr)), g.i64(g.plan.lanes));
     llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
     llvm::Value* tileRows = b.CreateMul(ldc, g.i64(mr));
     g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
       llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedBSlice, b.CreateMul(jp, bPanelElements));
       llvm::Value* tileColumns = b.CreateGEP(g.elt, cBase, b.CreateMul(jp, g.i64(nr)));
-      llvm::Value* kernel = panelKernel(g, b.CreateSub(cols, b.CreateMul(jp, g.i64(nr))));
+      llvm::Value* columns = b.CreateSub(cols, b.CreateMul(jp, g.i64(nr)));
       g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
-        llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedASlice, b.CreateMul(ip, aPanelElements));
         llvm::Value* c = b.CreateGEP(g.elt, tileColumns, b.CreateMul(ip, tileRows));
-        b.CreateCall(ukernel, kernel, {kcPad, aPanel, bPanel, c, ldc, accumulate});
+        callPanel(g, panels, ip, columns, kc, kcPad, packedASlice, bPanel, c, ldc, accumulate);
       });
     });
   });
@@ -443,7 +517,6 @@ void claimItems(GemmBuilder& g, llvm::Function* f, llvm::Value* flags, llvm::Val
 /// part s of K for one N block and all of M, into part s's partial product (row stride Ldt).
 void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
   llvm::IRBuilder<>& b = g.b;
-  llvm::FunctionType* ukernel = microKernel(g)->getFunctionType();
   llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
   auto get = [&](int field) { return desc::load(b, d, field); };
   llvm::Value *nBlocks = get(desc::NBlocks), *splits = get(desc::Splits), *mb = get(desc::Mb), *nb = get(desc::Nb);
@@ -473,22 +546,23 @@ void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
     auto [k0, kc, kcPad] = kSlice(g, kb, kcMost, k);
     b.CreateCall(packType, packB, {bufs, operandB, batch, offsetB, n0, cols, k0, kc, kcPad, packedB});
     llvm::Value* accumulate = b.CreateICmpNE(kb, first);
-    llvm::Value* aPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(mr)), g.i64(g.plan.lanes));
     llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
     g.loop(g.i64(0), mBlocks, 1, "mblock", [&](llvm::Value* mi) {
       llvm::Value* m0 = b.CreateMul(mi, mb);
       llvm::Value* rows = g.min(mb, b.CreateSub(m, m0));
       llvm::Value* mPanels = b.CreateUDiv(b.CreateAdd(rows, g.i64(mr - 1)), g.i64(mr));
-      b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, m0, rows, k0, kc, kcPad, packedA});
+      const APanels panels = aPanels(g, bufs, d, offsetA, m0, rows, k0);
+      packAPanels(g, panels, m0, rows, [&](llvm::Value* r0, llvm::Value* left) {
+        b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, r0, left, k0, kc, kcPad, packedA});
+      });
       llvm::Value* blockRows = b.CreateInBoundsGEP(g.elt, partial, b.CreateMul(m0, ldc));
       g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
         llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedB, b.CreateMul(jp, bPanelElements));
-        llvm::Value* columns = b.CreateInBoundsGEP(g.elt, blockRows, b.CreateMul(jp, g.i64(nr)));
-        llvm::Value* kernel = panelKernel(g, b.CreateSub(cols, b.CreateMul(jp, g.i64(nr))));
+        llvm::Value* tileColumns = b.CreateInBoundsGEP(g.elt, blockRows, b.CreateMul(jp, g.i64(nr)));
+        llvm::Value* columns = b.CreateSub(cols, b.CreateMul(jp, g.i64(nr)));
         g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
-          llvm::Value* aPanel = b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(ip, aPanelElements));
-          llvm::Value* c = b.CreateInBoundsGEP(g.elt, columns, b.CreateMul(ip, b.CreateMul(ldc, g.i64(mr))));
-          b.CreateCall(ukernel, kernel, {kcPad, aPanel, bPanel, c, ldc, accumulate});
+          llvm::Value* c = b.CreateInBoundsGEP(g.elt, tileColumns, b.CreateMul(ip, b.CreateMul(ldc, g.i64(mr))));
+          callPanel(g, panels, ip, columns, kc, kcPad, packedA, bPanel, c, ldc, accumulate);
         });
       });
     });

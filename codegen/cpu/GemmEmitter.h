@@ -47,6 +47,7 @@ struct Blocking {
   int64_t grain = 1;    // kiln_parallel_for grain; `items` keeps the GEMM on one thread
   bool reuseB = false;  // B is packed for all of K and reused by the next items of its block
   bool reuseA = false;  // A, the same for every batch in one M block, is packed for all of K once per slot
+  bool aInPlace = false;  // A's whole register tiles of rows read in place, only its last, partial one packed
   int64_t packBBytes = 0, packABytes = 0, tileBytes = 0;
   int64_t ldt = 0;  // row stride of the result tile, in elements
   // SplitK: `splits` parts of `sliceBlocks` K slices each, every part's product over all of M × N
@@ -255,10 +256,13 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
 /// multiple of kUnroll). With `vectors` (1 … NR / lanes − 1), a narrow kernel for a panel's first
 /// vectors · lanes columns only (the last panel of a block, short of columns: 196 = 6 · 32 + 4
 /// takes a 16-column kernel for its last panel); it leaves c's other columns as they are.
-llvm::Function* microKernel(GemmBuilder& g, int vectors = 0);
+///
+/// With `aRows`, A is read in place instead of from a panel (Blocking::aInPlace): row i of the
+/// register tile at a + i · lda, an argument after `accumulate`, and kc any depth.
+llvm::Function* microKernel(GemmBuilder& g, int vectors = 0, bool aRows = false);
 /// The micro-kernel for a panel whose first `columns` (an i64) hold data: the narrowest whose
 /// vectors cover them.
-llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns);
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows = false);
 /// The name part that tells the micro-kernels (and so the drivers that call them) apart beyond
 /// their tile: "" for the FMA kernel, ".bf16dot" or ".bf16dot.emulated" for bf16 pairs.
 std::string microKernelTag(GemmBuilder& g);

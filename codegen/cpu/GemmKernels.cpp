@@ -94,79 +94,111 @@ class PairDot {
 };
 
 /// The body of one micro-kernel (see microKernel) over the first `nv` vectors of columns of its
-/// panels.
-void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
+/// panels; with `aRows`, A's rows read in place (kc any depth: a loop of kUnroll k, then one of
+/// single k for the rest).
+void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Type* i64t = b.getInt64Ty();
   llvm::Type* ptr = b.getPtrTy();
   llvm::Value *kc = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
   const int mr = g.plan.mr, nr = g.plan.nr, lanes = g.plan.lanes;
+  KILN_ASSERT(!aRows || (!g.pairs && !g.plan.amx), "A read in place by the f32 micro-kernel only");
   const llvm::Align vecAlign(static_cast<uint64_t>(lanes * accBytes(g.acc)));
-  llvm::BasicBlock* entry = b.GetInsertBlock();
-  auto* body = llvm::BasicBlock::Create(g.ctx, "k", f);
-  auto* done = llvm::BasicBlock::Create(g.ctx, "k.end", f);
   auto* addStore = llvm::BasicBlock::Create(g.ctx, "accumulate", f);
   auto* store = llvm::BasicBlock::Create(g.ctx, "store", f);
-  llvm::Value* zero = llvm::Constant::getNullValue(g.vec);
-  b.CreateCondBr(b.CreateICmpSGT(kc, g.i64(0)), body, done);
-
-  b.SetInsertPoint(body);
-  llvm::PHINode* kk = b.CreatePHI(i64t, 2, "kk");
-  llvm::PHINode* pa = b.CreatePHI(ptr, 2, "pa");
-  llvm::PHINode* pb = b.CreatePHI(ptr, 2, "pb");
-  kk->addIncoming(g.i64(0), entry);
-  pa->addIncoming(a, entry);
-  pb->addIncoming(bp, entry);
-  std::vector<llvm::PHINode*> phis;
-  std::vector<llvm::Value*> acc;
-  for (int i = 0; i < mr * nv; ++i) {
-    phis.push_back(b.CreatePHI(g.vec, 2, "acc"));
-    phis.back()->addIncoming(zero, entry);
-    acc.push_back(phis.back());
-  }
   auto element = [&](llvm::Value* base, int offset) {
     return b.CreateConstInBoundsGEP1_64(g.elt, base, static_cast<uint64_t>(offset));
   };
-  // Panel rows per iteration: kUnroll k, or kUnroll / 2 rows of k pairs.
-  const int steps = g.pairs ? kUnroll / 2 : kUnroll;
   // Emulated AMX tiles: A's panel holds its rows one after the other, kcPad / 2 pairs each.
   llvm::Value* amxRowPairs = g.plan.amx ? b.CreateLShr(kc, g.i64(1)) : nullptr;
-  auto aPair = [&](llvm::Value* base, int u, int i) -> llvm::Value* {
+  // A's rows in place: row i at a + i · lda, addressed from the first row of its group of four
+  // (4g · lda further) plus 0, lda, 2 · lda (an index scaled by 8) or 3 · lda: three bases and two
+  // index registers for twelve rows, and the k step in the displacement.
+  llvm::Value* lda = aRows ? f->getArg(6) : nullptr;
+  llvm::Value* lda3 = aRows ? b.CreateMul(lda, g.i64(3)) : nullptr;
+  auto aElement = [&](llvm::Value* base, int u, int i) -> llvm::Value* {
+    if (aRows) {
+      llvm::Value* group = i < 4 ? base : b.CreateInBoundsGEP(g.elt, base, b.CreateMul(lda, g.i64(i / 4 * 4)));
+      const int r = i % 4;
+      llvm::Value* row = r == 0   ? group
+                         : r == 3 ? b.CreateInBoundsGEP(g.elt, group, lda3)
+                                  : b.CreateInBoundsGEP(g.elt, group, b.CreateMul(lda, g.i64(r)));
+      return element(row, u);
+    }
     if (!amxRowPairs) return element(base, u * mr + i);
     return b.CreateInBoundsGEP(g.elt, element(base, u), b.CreateMul(amxRowPairs, g.i64(i)));
   };
-  for (int u = 0; u < steps; ++u) {
-    std::vector<llvm::Value*> bv;
-    for (int j = 0; j < nv; ++j) bv.push_back(b.CreateAlignedLoad(g.vec, element(pb, u * nr + j * lanes), vecAlign));
-    if (g.pairs) {
-      PairDot dot(g, bv);
-      for (int i = 0; i < mr; ++i) {
-        llvm::Value* pair = b.CreateAlignedLoad(b.getInt32Ty(), aPair(pa, u, i), g.eltAlign());
-        dot.setA(pair);
-        for (int j = 0; j < nv; ++j) acc[i * nv + j] = dot(j, acc[i * nv + j]);
+  // The loop state: k, the panels' pointers, the accumulators.
+  struct State {
+    llvm::Value *k, *pa, *pb;
+    std::vector<llvm::Value*> acc;
+  };
+  // Runs `steps` k per iteration (panel rows: k pairs with g.pairs) while k < end.
+  auto kLoop = [&](const State& in, llvm::Value* end, int steps, const std::string& label) {
+    llvm::BasicBlock* entry = b.GetInsertBlock();
+    auto* body = llvm::BasicBlock::Create(g.ctx, label, f);
+    auto* exit = llvm::BasicBlock::Create(g.ctx, label + ".end", f);
+    b.CreateCondBr(b.CreateICmpSLT(in.k, end), body, exit);
+    b.SetInsertPoint(body);
+    auto phi = [&](llvm::Type* t, llvm::Value* v, const char* name) {
+      llvm::PHINode* p = b.CreatePHI(t, 2, name);
+      p->addIncoming(v, entry);
+      return p;
+    };
+    State now{phi(i64t, in.k, "kk"), phi(ptr, in.pa, "pa"), phi(ptr, in.pb, "pb"), {}};
+    std::vector<llvm::PHINode*> phis{llvm::cast<llvm::PHINode>(now.k), llvm::cast<llvm::PHINode>(now.pa),
+                                     llvm::cast<llvm::PHINode>(now.pb)};
+    for (llvm::Value* v : in.acc) {
+      phis.push_back(phi(g.vec, v, "acc"));
+      now.acc.push_back(phis.back());
+    }
+    for (int u = 0; u < steps; ++u) {
+      std::vector<llvm::Value*> bv;
+      for (int j = 0; j < nv; ++j)
+        bv.push_back(b.CreateAlignedLoad(g.vec, element(now.pb, u * nr + j * lanes), vecAlign));
+      if (g.pairs) {
+        PairDot dot(g, bv);
+        for (int i = 0; i < mr; ++i) {
+          dot.setA(b.CreateAlignedLoad(b.getInt32Ty(), aElement(now.pa, u, i), g.eltAlign()));
+          for (int j = 0; j < nv; ++j) now.acc[i * nv + j] = dot(j, now.acc[i * nv + j]);
+        }
+        continue;
       }
-      continue;
+      for (int i = 0; i < mr; ++i) {
+        llvm::Value* av = g.splat(lanes, b.CreateAlignedLoad(g.elt, aElement(now.pa, u, i), g.eltAlign()));
+        for (int j = 0; j < nv; ++j) now.acc[i * nv + j] = g.mulAdd(av, bv[j], now.acc[i * nv + j]);
+      }
     }
-    for (int i = 0; i < mr; ++i) {
-      llvm::Value* av = g.splat(lanes, b.CreateAlignedLoad(g.elt, element(pa, u * mr + i), g.eltAlign()));
-      for (int j = 0; j < nv; ++j) acc[i * nv + j] = g.mulAdd(av, bv[j], acc[i * nv + j]);
-    }
-  }
-  llvm::Value* nextK = b.CreateAdd(kk, g.i64(kUnroll), "", /*HasNUW=*/true, /*HasNSW=*/true);
-  kk->addIncoming(nextK, body);
-  pa->addIncoming(element(pa, amxRowPairs ? steps : steps * mr), body);
-  pb->addIncoming(element(pb, steps * nr), body);
-  for (int i = 0; i < mr * nv; ++i) phis[i]->addIncoming(acc[i], body);
-  b.CreateCondBr(b.CreateICmpSLT(nextK, kc), body, done)->setMetadata(llvm::LLVMContext::MD_loop, g.loopAsWritten());
-
-  b.SetInsertPoint(done);
-  std::vector<llvm::Value*> sums;
-  for (int i = 0; i < mr * nv; ++i) {
-    llvm::PHINode* phi = b.CreatePHI(g.vec, 2, "sum");
-    phi->addIncoming(zero, entry);
-    phi->addIncoming(acc[i], body);
-    sums.push_back(phi);
-  }
+    const int kPerStep = g.pairs ? 2 : 1;
+    State next{b.CreateAdd(now.k, g.i64(steps * kPerStep), "", /*HasNUW=*/true, /*HasNSW=*/true),
+               element(now.pa, aRows || amxRowPairs ? steps : steps * mr), element(now.pb, steps * nr), now.acc};
+    llvm::BasicBlock* latch = b.GetInsertBlock();
+    phis[0]->addIncoming(next.k, latch);
+    phis[1]->addIncoming(next.pa, latch);
+    phis[2]->addIncoming(next.pb, latch);
+    for (size_t i = 0; i < now.acc.size(); ++i) phis[3 + i]->addIncoming(next.acc[i], latch);
+    b.CreateCondBr(b.CreateICmpSLT(next.k, end), body, exit)
+        ->setMetadata(llvm::LLVMContext::MD_loop, g.loopAsWritten());
+    b.SetInsertPoint(exit);
+    State out{nullptr, nullptr, nullptr, {}};
+    auto merge = [&](llvm::Type* t, llvm::Value* before, llvm::Value* after, const char* name) {
+      llvm::PHINode* p = b.CreatePHI(t, 2, name);
+      p->addIncoming(before, entry);
+      p->addIncoming(after, latch);
+      return p;
+    };
+    out.k = merge(i64t, in.k, next.k, "k.out");
+    out.pa = merge(ptr, in.pa, next.pa, "pa.out");
+    out.pb = merge(ptr, in.pb, next.pb, "pb.out");
+    for (size_t i = 0; i < in.acc.size(); ++i) out.acc.push_back(merge(g.vec, in.acc[i], next.acc[i], "sum"));
+    return out;
+  };
+  const std::vector<llvm::Value*> zeros(static_cast<size_t>(mr * nv), llvm::Constant::getNullValue(g.vec));
+  State start{g.i64(0), a, bp, zeros};
+  // Packed panels are padded to a multiple of kUnroll; rows in place end at kc.
+  State done = kLoop(start, aRows ? b.CreateAnd(kc, g.i64(-kUnroll)) : kc, g.pairs ? kUnroll / 2 : kUnroll, "k");
+  if (aRows) done = kLoop(done, kc, 1, "k.rest");
+  const std::vector<llvm::Value*>& sums = done.acc;
   b.CreateCondBr(f->getArg(5), addStore, store);
   auto at = [&](int i, int j) {
     return b.CreateInBoundsGEP(g.elt, c, b.CreateAdd(b.CreateMul(g.i64(i), ldc), g.i64(j * lanes)));
@@ -535,26 +567,29 @@ llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y)
   return b.CreateShuffleVector(x, y, iota(0, nx + ny));
 }
 
-llvm::Function* microKernel(GemmBuilder& g, int vectors) {
+llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows) {
   llvm::Type* i64t = g.b.getInt64Ty();
   llvm::Type* ptr = g.b.getPtrTy();
-  auto* type = llvm::FunctionType::get(g.b.getVoidTy(), {i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()}, false);
+  std::vector<llvm::Type*> args{i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()};
+  if (aRows) args.push_back(i64t);  // lda
+  auto* type = llvm::FunctionType::get(g.b.getVoidTy(), args, false);
   const int nv = g.plan.nr / g.plan.lanes;
   if (vectors <= 0 || vectors > nv) vectors = nv;
   const std::string narrow = vectors < nv ? fmt::format(".cols{}", vectors * g.plan.lanes) : "";
-  const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
-                                       g.plan.lanes, microKernelTag(g), narrow);
+  const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
+                                       g.plan.lanes, microKernelTag(g), aRows ? ".arows" : "", narrow);
   return g.sharedFunction(name, type, [&](llvm::Function* f) {
-    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors) : emitMicroKernel(g, f, vectors);
+    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors) : emitMicroKernel(g, f, vectors, aRows);
   });
 }
 
-llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns) {
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows) {
   const int nv = g.plan.nr / g.plan.lanes;
-  llvm::Value* kernel = microKernel(g);
+  llvm::Value* kernel = microKernel(g, 0, aRows);
   // Narrowest last: a panel of `columns` takes the kernel of ⌈columns / lanes⌉ vectors.
   for (int v = nv - 1; v >= 1; --v)
-    kernel = g.b.CreateSelect(g.b.CreateICmpSLE(columns, g.i64(int64_t{v} * g.plan.lanes)), microKernel(g, v), kernel);
+    kernel = g.b.CreateSelect(g.b.CreateICmpSLE(columns, g.i64(int64_t{v} * g.plan.lanes)), microKernel(g, v, aRows),
+                              kernel);
   return kernel;
 }
 

@@ -62,6 +62,9 @@ struct VectorIsa {
   // (kiln_gemm_tune --mr, --nr; NR a multiple of the vector lanes).
   int64_t gemmKc = 0, gemmMb = 0, gemmNb = 0;
   int gemmMr = 0, gemmNr = 0;
+  // Packs A into panels even where its rows could be read in place (Blocking::aInPlace): set only
+  // to compare the two (kiln_gemm_tune --pack-a), never by isaOf.
+  bool gemmPackA = false;
   // The shared GEMM routines (GemmEmitter.h's sharedFunction) that the module links against
   // instead of defining them: the Jit's prebuilt ones (Jit::prebuiltGemm, PrebuiltGemm.h). Null:
   // the module defines every routine it calls. Set by cpu::Program for the JIT, never by isaOf.

@@ -17,21 +17,57 @@ namespace kiln::cpu::gemmtest {
 namespace {
 
 // A the same in every batch (a convolution's weights, a broadcast matrix) within one M block is
-// packed over all of K once per thread and kept across items; an A that varies is packed per item.
+// packed over all of K once per thread and kept across items, unless its rows are read in place;
+// an A that varies is packed per item.
 TEST(Gemm, KeepsABatchInvariantAPacked) {
-  const Case broadcast{"{t}[33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"};
+  const Case broadcast{"{t}[300,33]", "{t}[5,300,257]", "matmul", "transpose_a=true", "{t}[5,33,257]"};
   const gemm::Blocking plan = planOf(broadcast);
   EXPECT_TRUE(plan.reuseA);
+  EXPECT_FALSE(plan.aInPlace);
   EXPECT_GT(plan.kBlocks, 1) << "slices kept side by side";
   check(hostJit(), broadcast, DType::f32);
+  const Case rows{"{t}[33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"};
+  EXPECT_TRUE(planOf(rows).aInPlace) << "A's k contiguous: read in place, nothing kept";
+  EXPECT_FALSE(planOf(rows).reuseA);
+  check(hostJit(), rows, DType::f32);
   const Conv conv{4, 16, 20, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // K of the input gradient 360: two slices
-  EXPECT_TRUE(planOf(conv.forward()).reuseA);
+  EXPECT_TRUE(planOf(conv.forward()).aInPlace) << "the weights' rows";
   EXPECT_TRUE(planOf(conv.gradInput()).reuseA);
   EXPECT_GT(planOf(conv.gradInput()).kBlocks, 1);
   check(hostJit(), conv.forward(), DType::f32);
   check(hostJit(), conv.gradInput(), DType::f32);
-  EXPECT_FALSE(planOf(kConvs[1].forward()).reuseA) << "grouped: the weights differ per group";
-  EXPECT_FALSE(planOf({"{t}[5,33,300]", "{t}[5,300,257]", "matmul", "", "{t}[5,33,257]"}).reuseA);
+  check(hostJit(), conv.forward(), DType::bf16);  // bf16 weights: converted, packed once and kept
+  EXPECT_FALSE(planOf(kConvs[1].gradInput()).reuseA) << "grouped: the weights differ per group";
+  EXPECT_FALSE(planOf({"{t}[5,300,33]", "{t}[5,300,257]", "matmul", "transpose_a=true", "{t}[5,33,257]"}).reuseA);
+}
+
+// A whose k is contiguous (A of A·B and A·Bᵀ, stored as the accumulators) is read in place by the
+// micro-kernel, a whole register tile of rows at a time, instead of being transposed into panels;
+// only a block's last, partial tile of rows is packed. The products stay right for every depth
+// (K tails of 1 to 3 after whole steps of four), every path (packed, several slices, split K,
+// batches), edge rows, 1 and 2 threads, and the AVX2 and SSE tiles.
+TEST(Gemm, ReadsARowsInPlace) {
+  EXPECT_TRUE(planOf(matmul(131, 70, 301)).aInPlace);
+  EXPECT_TRUE(planOf(matmul(131, 70, 301, false, true)).aInPlace);
+  EXPECT_FALSE(planOf(matmul(131, 70, 301, true, false)).aInPlace) << "A's rows contiguous: packed";
+  const VectorIsa host = isaOf(hostJit());
+  for (DType t : {DType::f16, DType::bf16, DType::i32})
+    EXPECT_FALSE(gemm::blockingFor(formOf(matmul(131, 70, 301)), t == DType::i32 ? AccType::I64 : AccType::F32,
+                                   host, t)
+                     .aInPlace)
+        << dtypeName(t) << ": converted while packed";
+  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(131, 70, 301)), AccType::F64, host, DType::f64).aInPlace);
+  for (int64_t k : {297, 298, 299, 300, 301})
+    for (bool tb : {false, true}) check(hostJit(), matmul(131, 70, k, false, tb), DType::f32, {1, 2});
+  check(hostJit(), matmul(100, 128, 783), DType::f32, {1, 2});  // split K, 10-row tiles
+  check(hostJit(), matmul(33, 130, 9001), DType::f32, {1, 2});  // B too deep to keep packed
+  check(hostJit(), matmul(300, 520, 999), DType::f32, {2});     // several blocks of rows and columns
+  check(hostJit(), {"{t}[3,37,301]", "{t}[3,301,70]", "matmul", "", "{t}[3,37,70]"}, DType::f32, {1, 2});
+  check(hostJit(), matmul(131, 70, 301), DType::f64, {1, 2});
+  for (const VectorIsa& isa : {isaOf(*makeJit("haswell")), isaOf(sse2Jit())}) {
+    EXPECT_TRUE(gemm::blockingFor(formOf(matmul(131, 70, 301)), AccType::F32, isa).aInPlace);
+    check(hostJit(), matmul(131, 70, 301), DType::f32, {1, 2}, isa);
+  }
 }
 
 // With K in one slice the parallel split halves M first, so each thread's items are a band of
@@ -330,7 +366,8 @@ TEST(Gemm, SharedFunctions) {
     for (size_t at = ir.find(text); at != std::string::npos; at = ir.find(text, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("define internal void @kiln.gemm.ukernel."), 2u) << "the tile's and the last panel's narrow one";
+  EXPECT_EQ(count("define internal void @kiln.gemm.ukernel."), 4u)
+      << "the tile's and the last panel's narrow one, from panels of A and from its rows in place";
   EXPECT_EQ(count("define internal void @kiln.gemm.item."), 1u);
   EXPECT_EQ(count("define internal void @kiln.gemm.chunk."), 1u);
   EXPECT_EQ(count("define internal void @kiln.gemm.pack."), 2u) << "k or rows contiguous, for A and B alike";
