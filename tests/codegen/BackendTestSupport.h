@@ -4,6 +4,7 @@
 #pragma once
 
 #include "RandomGraphs.h"
+#include "tests/codegen/TensorClose.h"
 
 #include "codegen/cpu/Jit.h"
 #include "codegen/cpu/Program.h"
@@ -22,50 +23,8 @@
 
 namespace kiln::cputest {
 
-/// Relative tolerance of a value of `t` computed in another order / precision.
-inline double tolerance(DType t) {
-  switch (t) {
-    case DType::f16: return 4e-3;
-    case DType::bf16: return 2e-2;
-    case DType::f32: return 2e-5;
-    case DType::f64: return 1e-12;
-    default: return 0;
-  }
-}
-
-/// Checks `got` against `want` elementwise: equal NaN-ness and infinities, |a - b| within the
-/// dtype's tolerance relative to max(|a|, the tensor's scale * scaleFactor, floor).
-inline void expectClose(const rt::HostTensor& want, const rt::HostTensor& got, const std::string& what, double scaleFactor = 1e-2,
-                 double floor = 0) {
-  ASSERT_EQ(want.dtype(), got.dtype()) << what;
-  ASSERT_EQ(want.shape(), got.shape()) << what;
-  double scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::isfinite(want.at(i))) scale = std::max(scale, std::abs(want.at(i)));
-  double tol = tolerance(want.dtype());
-  int reported = 0;
-  for (int64_t i = 0; i < want.numel() && reported < 5; ++i) {
-    double a = want.at(i), b = got.at(i);
-    bool ok;
-    if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
-    else if (std::isinf(a) || std::isinf(b)) ok = a == b;
-    else ok = std::abs(a - b) <= tol * std::max({std::abs(a), scale * scaleFactor, floor}) + (tol == 0 ? 0 : 1e-30);
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "] of " << want.typeStr() << ": want " << a << ", got " << b;
-      ++reported;
-    }
-  }
-}
-
-inline void expectClose(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what,
-                 double scaleFactor = 1e-2, double floor = 0) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (const auto& [name, t] : want) {
-    auto it = got.find(name);
-    ASSERT_NE(it, got.end()) << what << ": missing " << name;
-    expectClose(t, it->second, what + " " + name, scaleFactor, floor);
-  }
-}
+using test::expectClose;
+using test::tolerance;
 
 inline rt::ThreadPool& pool(int threads) {
   static rt::ThreadPool one(1), two(2);

@@ -10,6 +10,7 @@
 #include "codegen/cuda/Layout.h"
 #include "codegen/cuda/Render.h"
 #include "tests/codegen/CudaEmulation.h"
+#include "tests/codegen/TensorClose.h"
 #include "frontend/Zoo.h"
 #include "interp/Interpreter.h"
 #include "ir/OpInfo.h"
@@ -297,37 +298,7 @@ interp::TensorMap randomInputsOf(const ir::Graph& g, uint64_t seed) {
   return in;
 }
 
-/// Relative tolerance of a value of `t` computed in f32 (the interpreter: f64) in another order.
-double tolerance(DType t) {
-  switch (t) {
-    case DType::f16: return 4e-3;
-    case DType::bf16: return 2e-2;
-    case DType::f32: return 2e-5;
-    case DType::f64: return 1e-12;
-    default: return 0;
-  }
-}
-
-void expectClose(const rt::HostTensor& want, const rt::HostTensor& got, const std::string& what) {
-  ASSERT_EQ(want.dtype(), got.dtype()) << what;
-  ASSERT_EQ(want.shape(), got.shape()) << what;
-  double scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::isfinite(want.at(i))) scale = std::max(scale, std::abs(want.at(i)));
-  double tol = tolerance(want.dtype());
-  int reported = 0;
-  for (int64_t i = 0; i < want.numel() && reported < 5; ++i) {
-    double a = want.at(i), b = got.at(i);
-    bool ok;
-    if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
-    else if (std::isinf(a) || std::isinf(b)) ok = a == b;
-    else ok = std::abs(a - b) <= tol * std::max(std::abs(a), scale * 1e-2);
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "] of " << want.typeStr() << ": want " << a << ", got " << b;
-      ++reported;
-    }
-  }
-}
+using test::expectClose;  // TensorClose.h
 
 TEST(CudaRender, NestKernelsComputeWhatTheInterpreterDoes) {
   std::string why;

@@ -20,60 +20,6 @@ void CudaBackendTest::SetUp() {
   if (status.devices.empty()) GTEST_SKIP() << "skipped, no CUDA device: " << status.problem;
 }
 
-double tolerance(DType t) {
-  switch (t) {
-    case DType::f16:
-      return 4e-3;
-    case DType::bf16:
-      return 2e-2;
-    case DType::f32:
-      return 2e-5;
-    case DType::f64:
-      return 1e-12;
-    default:
-      return 0;
-  }
-}
-
-void expectClose(const rt::HostTensor& want, const rt::HostTensor& got, const std::string& what, double scaleFactor,
-                 double floor) {
-  ASSERT_EQ(want.typeStr(), got.typeStr()) << what;
-  double scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::isfinite(want.at(i))) scale = std::max(scale, std::abs(want.at(i)));
-  const double tol = tolerance(want.dtype());
-  int reported = 0;
-  for (int64_t i = 0; i < want.numel() && reported < 5; ++i) {
-    const double a = want.at(i), b = got.at(i);
-    bool ok;
-    if (std::isnan(a) || std::isnan(b))
-      ok = std::isnan(a) && std::isnan(b);
-    else if (std::isinf(a) || std::isinf(b))
-      ok = a == b;
-    else
-      ok = std::abs(a - b) <= tol * std::max({std::abs(a), scale * scaleFactor, floor});
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "] of " << want.typeStr() << ": want " << a << ", got " << b
-                    << " (tolerance " << tol << " relative to " << std::max({std::abs(a), scale * scaleFactor, floor})
-                    << ")";
-      ++reported;
-    }
-  }
-}
-
-void expectClose(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what,
-                 double scaleFactor, double floor) {
-  for (const auto& [name, t] : want) {
-    auto it = got.find(name);
-    if (it == got.end()) {
-      ADD_FAILURE() << what << ": no output '" << name << "'";
-      continue;
-    }
-    expectClose(t, it->second, what + " " + name, scaleFactor, floor);
-  }
-  EXPECT_EQ(want.size(), got.size()) << what;
-}
-
 void expectIdentical(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what) {
   for (const auto& [name, t] : want) {
     auto it = got.find(name);

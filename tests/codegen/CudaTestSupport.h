@@ -1,18 +1,13 @@
 // What the CUDA backend tests (cuda_backend_tests, label gpu) share: the fixture that skips without
 // a device, programs compiled through the default pipeline, and comparisons with a tolerance per
-// dtype.
-//
-// Tolerances: the backend computes f32 in f32 (the interpreter in f64) and sums in another order
-// (tree reductions, cuBLASLt's blocking), so floats agree within tolerance(dtype) relative to
-// max(|want|, scaleFactor · the tensor's largest |value|): scaleFactor 1e-2 for elementwise ops and
-// reductions, 1 for contractions and whole models (errors of a dot product scale with the sum of
-// |products|, not with the result). Integers and bools agree exactly.
+// dtype (TensorClose.h).
 #pragma once
 
 #include "codegen/cuda/Program.h"
 #include "interp/Interpreter.h"
 #include "ir/Graph.h"
 #include "passes/Pass.h"
+#include "tests/codegen/TensorClose.h"
 
 #include <gtest/gtest.h>
 
@@ -29,18 +24,8 @@ class CudaBackendTest : public ::testing::Test {
   void SetUp() override;
 };
 
-/// Relative tolerance of a value of `t` computed in another order or precision; 0 (exact) for
-/// integers and bool.
-double tolerance(DType t);
-
-/// `got` against `want` elementwise: the same NaNs and infinities, other values within
-/// tolerance(dtype) · max(|want|, scaleFactor · the tensor's largest finite |value|, floor).
-/// Reports at most five elements, each named `what`[index].
-void expectClose(const rt::HostTensor& want, const rt::HostTensor& got, const std::string& what,
-                 double scaleFactor = 1e-2, double floor = 0);
-/// Every tensor of `want` against the tensor of the same name in `got`.
-void expectClose(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what,
-                 double scaleFactor = 1e-2, double floor = 0);
+using test::expectClose;  // TensorClose.h
+using test::tolerance;
 /// The same bytes in every tensor of `want` and `got` (NaN payloads and -0.0 included).
 void expectIdentical(const interp::TensorMap& want, const interp::TensorMap& got, const std::string& what);
 
