@@ -368,9 +368,9 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p = packedBlocking(f, acc, isa, dtype);
   p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa);
-  if (p.aInPlace && p.reuseA) {
+  if (p.aInPlace) {  // only a block's last, partial register tile of rows is packed
     p.reuseA = false;
-    p.packABytes = packedBytes(1, p.mb, p.mr, p.kc, accBytes(acc), p.lanes);
+    p.packABytes = packedBytes(1, p.mr, p.mr, p.kc, accBytes(acc), p.lanes);
   }
   return p;
 }
