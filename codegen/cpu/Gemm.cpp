@@ -58,7 +58,10 @@
 // rows past M would read past A. `kiln_gemm_tune [--pack-a]`, Emerald Rapids VM, GFLOP/s on 1 / 2
 // threads, packed → in place: 100×784·784×128 125–128 / 215–233 → 144–146 / 259–268;
 // 10000×512·512×256 139–140 / 288–294 → 145 / 302–313; 1024³ and 2048³ 2–4 % more, the rest the
-// same within the VM's noise.
+// same within the VM's noise. An A whose rows are contiguous (of Aᵀ·B, a weight gradient) stays
+// packed, a copy: read in place, a line per k from L2 on every pass of a B panel, it was slower on
+// the large weight gradients (1000×512 over K 10000: 130 → 114 GFLOP/s on 1 thread) and faster
+// only where a block has few B panels (784×128 over K 100).
 //
 // Split K. When K is too deep to keep B packed (about 8200 and more for f32 with NB of 128 and
 // more), packing B once per item would cost as much as a fifth of the product (the weight
@@ -374,7 +377,6 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   }
   return p;
 }
-
 
 // ---- GemmBuilder ---------------------------------------------------------------------------------
 

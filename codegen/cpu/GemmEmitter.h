@@ -214,7 +214,8 @@ constexpr int Buffer = 0, Ld = 1, RowStride = 2, KStride = 3, Constant = 4, Rank
 constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6, K = 7, Kc = 8, KBlocks = 9,
               ReuseB = 10, Ldt = 11, SlotBytes = 12, PackBBytes = 13, PackABytes = 14, Groups = 15,
               ScratchIndex = 16, ElementBytes = 17,               // of an operand element as stored
-              KPad = 18, AInPlace = 19, Group0 = 20, Group1 = 21,  // small path: A rows, row groups
+              KPad = 18, Group0 = 20, Group1 = 21,  // small path: A's rows, row groups
+              AInPlace = 19,  // A read in place (small path: in rows; packed paths: Blocking::aInPlace)
               SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
               ReuseA = 27, Direct = 28,  // packed path: the result's buffer + 1 when blocks may go straight into it
               A = 29, B = A + OperandFields, Count = B + OperandFields;
