@@ -1,8 +1,8 @@
 // Internal to the GEMM emitter: the blocking of one contraction and the IR-building state its
-// parts share. Gemm.cpp: blocking, the kernel function and its descriptor; GemmDriver.cpp: the
-// work items; GemmKernels.cpp: the micro-kernel and the packing of strided operands;
-// GemmPack.cpp: the packing of any other operand through its index map; GemmSmall.cpp: the
-// small-M path that streams B unpacked. All but GemmPack.cpp's routines and the kernel function
+// parts share. Gemm.cpp: the design, the kernel function and its descriptor; GemmBlocking.cpp:
+// the blocking (blockingFor); GemmDriver.cpp: the work items; GemmKernels.cpp: the micro-kernel and
+// the packing of strided operands; GemmPack.cpp: the packing of any other operand through its index
+// map; GemmSmall.cpp: the small-M path that streams B unpacked. All but GemmPack.cpp's routines and the kernel function
 // are shared by every contraction of a module.
 #pragma once
 

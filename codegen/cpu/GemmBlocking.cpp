@@ -1,0 +1,262 @@
+// The blocking of a contraction for an ISA (GemmEmitter.h's Blocking): its path (packed, split K,
+// small M), register tile, K slices, C blocks, the split for threads, which operands are kept
+// packed and whether A's rows are read in place. The reasons and the measurements behind each
+// rule are in Gemm.cpp's file comment ("Blocking", "A in place", "Split K", "Parallelism").
+#include "codegen/cpu/GemmEmitter.h"
+
+#include <algorithm>
+#include <array>
+
+namespace kiln::cpu::gemm {
+
+namespace {
+
+constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
+constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
+constexpr double kTileRowsGain = 0.03;              // fewer padded rows a narrower register tile must save
+constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
+constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
+constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
+
+/// Whether every batch reads the same elements of `op`: its index, bounds and quotients do not
+/// depend on a batch coordinate of more than one value (a convolution's weights).
+bool batchInvariant(const kernels::GemmOperand& op, const std::vector<int64_t>& batchDims) {
+  auto invariant = [&](const kernels::Affine& a) {
+    for (size_t d = 0; d < batchDims.size(); ++d)
+      if (batchDims[d] > 1 && a.coeff[d] != 0) return false;
+    return true;
+  };
+  if (!invariant(op.map.index)) return false;
+  for (const kernels::IndexMap::Bound& b : op.map.bounds)
+    if (!invariant(b.value)) return false;
+  for (const kernels::GemmOperand::Quotient& q : op.quotients)
+    if (!invariant(q.value)) return false;
+  return true;
+}
+
+/// Blocks of at most `most` (a multiple of `unit`) covering `size` evenly: the block size.
+int64_t evenBlock(int64_t size, int64_t most, int64_t unit) {
+  if (size == 0) return unit;
+  return roundUp(ceilDiv(size, ceilDiv(size, most)), unit);
+}
+
+/// Turns `p` into the SplitK blocking (at most kSplitsMost parts of at least kSliceBlocksLeast K
+/// slices each) when the partial products fit kSplitBudget; false otherwise.
+bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
+  if (p.kBlocks < 2 * kSliceBlocksLeast) return false;
+  p.ldt = roundUp(f.n, p.nr);
+  p.partialBytes = align64(roundUp(f.m, p.mr) * p.ldt * bytes);
+  if (static_cast<double>(kSplitsMost) * static_cast<double>(f.batch) * static_cast<double>(p.partialBytes) >
+      kSplitBudget)
+    return false;
+  p.path = Path::SplitK;
+  p.splits = std::min(kSplitsMost, p.kBlocks / kSliceBlocksLeast);
+  p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
+  // Parts of equal depth: slices that fill every part (five slices in two parts would be three and
+  // two, the first part's thread the last to finish), each no deeper than before.
+  p.kc = roundUp(ceilDiv(f.k, p.splits * p.sliceBlocks), p.kUnit);
+  p.kBlocks = ceilDiv(f.k, p.kc);
+  p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
+  p.splits = ceilDiv(p.kBlocks, p.sliceBlocks);  // no empty part
+  p.mBlocks = ceilDiv(f.m, p.mb);
+  p.nBlocks = ceilDiv(f.n, p.nb);
+  p.items = f.batch * p.splits * p.nBlocks;
+  p.reduceItems = f.batch * p.mBlocks * p.nBlocks;
+  p.grain = flops < kParallelFlops ? std::max(p.items, p.reduceItems) : 1;
+  p.packBBytes = packedBytes(1, p.nb, p.nr, p.kc, bytes, p.lanes);
+  p.packABytes = packedBytes(1, p.mb, p.mr, p.kc, bytes, p.lanes);
+  return true;
+}
+
+}  // namespace
+
+double flopsOf(const kernels::GemmForm& f) { return kernels::productFlops(f); }
+double workOf(const kernels::GemmForm& f) { return flopsOf(f) + kEpilogueFlopWeight * f.epilogueFlops; }
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+int64_t align64(int64_t bytes) { return roundUp(bytes, 64); }
+int64_t packedBytes(int64_t slices, int64_t rows, int width, int64_t kc, int bytes, int lanes) {
+  return align64(slices * (rows / width) * panelElements(kc, width, lanes) * bytes);
+}
+
+std::optional<Strides> stridesOf(const kernels::GemmForm& f, bool a) {
+  const kernels::GemmOperand& op = a ? f.a : f.b;
+  if (!op.map.bounds.empty() || !op.quotients.empty()) return std::nullopt;
+  const std::vector<int64_t>& rowDims = a ? f.mDims : f.nDims;
+  const size_t rowAt = f.batchDims.size() + (a ? 0 : f.kDims.size());
+  const size_t kAt = f.batchDims.size() + (a ? f.mDims.size() : 0);
+  std::optional<int64_t> row = groupStride(op.map.index, rowAt, rowDims);
+  std::optional<int64_t> k = groupStride(op.map.index, kAt, f.kDims);
+  if (!row || !k) return std::nullopt;
+  Strides s{*row, *k};
+  if ((a ? f.m : f.n) <= 1 && s.k != 1) s.row = 1;
+  if (f.k <= 1 && s.row != 1) s.k = 1;
+  if (s.row != 1 && s.k != 1) return std::nullopt;
+  return s;
+}
+
+std::optional<Strides> sharedStrides(const kernels::GemmForm& f, bool a) {
+  if (f.batchDims.size() > static_cast<size_t>(desc::kMaxBatchRank)) return std::nullopt;
+  return stridesOf(f, a);
+}
+
+std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return 0;
+  const int64_t s = a.coeff[at + dims.size() - 1];
+  int64_t stride = s;
+  for (size_t d = dims.size() - 1; d-- > 0;) {
+    stride *= dims[d + 1];
+    if (dims[d] != 1 && a.coeff[at + d] != stride) return std::nullopt;  // size 1: any coefficient
+  }
+  return s;
+}
+
+std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
+  return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * (isa.f32Lanes * 4 / accBytes(acc))};
+}
+
+namespace {
+/// The register tile's rows for a product of `m` rows: the ISA's `mr`, or for f32 accumulators
+/// `mr` − 2 or `mr` − 4 (at least 8) where that pads M to fewer rows by more than kTileRowsGain:
+/// an edge tile computes its padding rows for nothing, and a narrower tile keeps the same
+/// columns and nearly the same speed (`kiln_gemm_tune --mr 8|10|12`, Zen 5, 1 thread:
+/// 10000×512·512×1000 198 / 199 / 201 GFLOP/s). mnist_mlp's 100 rows take 10 (1T 166 → 174–178
+/// GFLOP/s on 100×784·784×128), a convolution of 64 or 32 channels 8 (cnn's second
+/// convolution, 64×32×3×3 on 64×32×14×14: 113–129 → 158 GFLOP/s).
+int tileRows(int64_t m, int mr, AccType acc) {
+  if (acc != AccType::F32 || m <= 0) return mr;
+  int best = mr;
+  double bestRows = static_cast<double>(roundUp(m, mr));
+  for (int narrower : {mr - 2, mr - 4}) {
+    if (narrower < 8) break;  // AVX-512 only: AVX2's 6 rows have no room to narrow
+    const double rows = static_cast<double>(roundUp(m, narrower)) * (1 + kTileRowsGain);
+    if (rows < bestRows) best = narrower, bestRows = rows;
+  }
+  return best;
+}
+
+/// bf16 operands on an ISA that multiplies k pairs (natively or emulated).
+bool pairsAvailable(DType dtype, const VectorIsa& isa) {
+  return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
+}
+
+/// bf16 k pairs for both operands, unless the product takes the small path.
+bool stridedPairs(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa) {
+  return pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
+}
+}  // namespace
+
+bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa) {
+  return plan.path != Path::Small && stridedPairs(f, dtype, isa);
+}
+
+namespace {
+/// The blocking of a product that does not take the small path, A packed.
+Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
+  Blocking p;
+  const int bytes = accBytes(acc);
+  p.lanes = isa.f32Lanes * 4 / bytes;
+  const std::array<int, 2> tile = registerTile(isa, acc);
+  p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
+  const bool pairs = stridedPairs(f, dtype, isa);
+  if (pairs && isa.amxTiles()) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
+  // bf16 k pairs: a slice of twice the k in the f32 slice's bytes (the micro-kernel's tile, loaded
+  // and stored once a slice, then serves twice the work). simplenet's bf16 products on 2 threads
+  // (`kiln_gemm_tune --bf16 --kc 192|384`, three rounds): 10000×512·1000 719–734 → 730–742 GFLOP/s,
+  // 10000×256·512 646–668 → 695–711 (one slice instead of three).
+  const int64_t kcOwn = (isa.avx512 ? 192 : 256) * (pairs ? 2 : 1);
+  const int64_t kcMost = roundUp(isa.gemmKc > 0 ? isa.gemmKc : kcOwn, p.kUnit);
+  const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
+  // A K of up to 1.5 slices stays one slice: every C tile is then finished in one pass (cnn's
+  // second convolution, K 288: 2T 225–231 → 251–264 GFLOP/s in `kiln_gemm_tune conv 64 32 14 14
+  // 64 3` against two slices of 144).
+  const int64_t slices = f.k <= kcMost * 3 / 2 ? 1 : ceilDiv(f.k, kcMost);
+  p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, slices), p.kUnit);
+  p.kBlocks = f.k == 0 ? 1 : ceilDiv(f.k, p.kc);
+  p.mb = evenBlock(f.m, mbMost, p.mr);
+  // A K shallower than a slice packs a wider B block in the same bytes: all of N in one block
+  // when it has at most NB · KC / K columns (and 4 NB), so that the threads split C into bands of
+  // whole rows (below). Only then: wider blocks of a longer N made cnn's first convolution slower.
+  const int64_t nbShallow = f.k > 0 && f.k < kcMost ? std::min(nbMost * 4, nbMost * kcMost / f.k) : nbMost;
+  p.nb = evenBlock(f.n, f.n <= nbShallow ? f.n : nbMost, p.nr);
+  // Keep B packed over all of K when that fits the budget with blocks of at least a quarter of
+  // NB; the items of one B block then pack it once per thread instead of once each.
+  const int64_t depth = std::max<int64_t>(p.kBlocks * p.kc, 1);
+  const int64_t nbFits = kPackedBBudget / bytes / depth / p.nr * p.nr;
+  p.reuseB = nbFits >= std::min(p.nb, nbMost / 4);
+  if (p.reuseB && nbFits < p.nb) p.nb = evenBlock(f.n, nbFits, p.nr);
+  const double flops = workOf(f);
+  if (!p.reuseB && splitK(p, f, bytes, flops)) return p;
+  const Blocking whole = p;  // before the parallel split below
+  auto count = [&] {
+    p.mBlocks = f.m == 0 ? 0 : ceilDiv(f.m, p.mb);
+    p.nBlocks = f.n == 0 ? 0 : ceilDiv(f.n, p.nb);
+    p.items = f.batch * p.mBlocks * p.nBlocks;
+  };
+  count();
+  if (flops < kParallelFlops) {
+    p.grain = std::max<int64_t>(p.items, 1);
+  } else {
+    // Halve the blocks of the dimension with more register tiles per block — with K in one slice
+    // (B cheap to pack twice), the M blocks while they hold two register tiles or more. Items run
+    // through the M blocks of an N block first, so with one N block each thread's items are a band
+    // of whole rows of C; with two or more, a band of columns, which on the development machine's
+    // VM makes every row's end a place where the cores trade cache lines (its prefetchers run
+    // past it): mnist_mlp's weight gradient, 128×784 over K 100, took as long on two threads as on
+    // one (`kiln_gemm_tune 128 784 100 1 0`: 2T 168–170 GFLOP/s in two column bands, 219–225 in
+    // four row blocks). A deeper K keeps the rule: cnn's weight gradient of its second
+    // convolution (64×288 over K 12544) is faster in column halves than in split K.
+    const bool rowsFirst = p.kBlocks == 1;
+    while (p.items < 4 || (p.items < 16 && p.items % 2 != 0)) {
+      const bool splitN = rowsFirst ? p.mb / p.mr < 2 : p.nb / p.nr >= p.mb / p.mr;
+      int64_t& block = splitN ? p.nb : p.mb;
+      const int64_t size = splitN ? f.n : f.m, blocks = splitN ? p.nBlocks : p.mBlocks;
+      const int64_t smaller = roundUp(ceilDiv(size, 2 * blocks), splitN ? p.nr : p.mr);
+      if (smaller >= block) break;
+      block = smaller;
+      count();
+    }
+    // Items that split one M block share its B block, and with B kept packed every thread packs
+    // all of it (a weight gradient of a narrow N and a deep K, or a small batch's layer: each of
+    // two threads would pack the whole B). Splitting K instead packs every slice of B once.
+    Blocking split = whole;
+    split.mb = p.mb;  // the second phase's blocks: as many as the items of the packed path
+    if (p.reuseB && p.mb < whole.mb && splitK(split, f, bytes, flops)) return split;
+  }
+  // Only the M blocks of a B block reuse it: with one, B is packed slice by slice, each used while
+  // it is in cache, instead of all of K ahead.
+  if (p.mBlocks == 1) p.reuseB = false;
+  // Items of one M block and A the same in every batch (a convolution's weights): its packing
+  // is the same for every item, so it is packed once per thread and kept.
+  p.reuseA = p.mBlocks == 1 && p.items > 1 && batchInvariant(f.a, f.batchDims) &&
+             packedBytes(p.kBlocks, p.mb, p.mr, p.kc, bytes, p.lanes) <= kPackedABudget;
+  p.packBBytes = packedBytes(p.reuseB ? p.kBlocks : 1, p.nb, p.nr, p.kc, bytes, p.lanes);
+  p.packABytes = packedBytes(p.reuseA ? p.kBlocks : 1, p.mb, p.mr, p.kc, bytes, p.lanes);
+  p.tileBytes = align64(p.mb * p.nb * bytes);
+  p.ldt = p.nb;
+  return p;
+}
+
+/// Whether the packed or SplitK blocking `p` reads A's whole register tiles of rows in place:
+/// A strided with its k contiguous (a transposing packing otherwise), stored as the accumulators.
+bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
+  if (p.path == Path::Small || p.amx || isa.gemmPackA || usesBf16Pairs(f, p, dtype, isa)) return false;
+  const bool accStored = (dtype == DType::f32 && acc == AccType::F32) || (dtype == DType::f64 && acc == AccType::F64) ||
+                         (dtype == DType::i64 && acc == AccType::I64);
+  const std::optional<Strides> s = sharedStrides(f, true);
+  return accStored && s && s->k == 1 && s->row != 1;
+}
+}  // namespace
+
+Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
+  if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
+  Blocking p = packedBlocking(f, acc, isa, dtype);
+  p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa);
+  if (p.aInPlace) {  // only a block's last, partial register tile of rows is packed
+    p.reuseA = false;
+    p.packABytes = packedBytes(1, p.mr, p.mr, p.kc, accBytes(acc), p.lanes);
+  }
+  return p;
+}
+
+}  // namespace kiln::cpu::gemm
