@@ -194,15 +194,24 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
     return out;
   };
   const std::vector<llvm::Value*> zeros(static_cast<size_t>(mr * nv), llvm::Constant::getNullValue(g.vec));
+  auto at = [&](int i, int j) {
+    return b.CreateInBoundsGEP(g.elt, c, b.CreateAdd(b.CreateMul(g.i64(i), ldc), g.i64(j * lanes)));
+  };
+  // The tile's lines, fetched for writing while the k loop runs (about 2300 cycles for a 192-deep
+  // slice): the tile is read and written once per K slice, and a result accumulated in place is
+  // written from memory on the first. Without it the loads and stores at the end wait on L2, L3
+  // or DRAM. 10000×512·512×1000 on the Emerald Rapids VM, 2 threads: 276–290 → 298–309 GFLOP/s;
+  // 1 thread 148 → 151–156; products whose tile stays in L1 the same.
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nv; ++j)
+      b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},
+                        {at(i, j), /*write*/ b.getInt32(1), /*locality: L1*/ b.getInt32(3), /*data*/ b.getInt32(1)});
   State start{g.i64(0), a, bp, zeros};
   // Packed panels are padded to a multiple of kUnroll; rows in place end at kc.
   State done = kLoop(start, aRows ? b.CreateAnd(kc, g.i64(-kUnroll)) : kc, g.pairs ? kUnroll / 2 : kUnroll, "k");
   if (aRows) done = kLoop(done, kc, 1, "k.rest");
   const std::vector<llvm::Value*>& sums = done.acc;
   b.CreateCondBr(f->getArg(5), addStore, store);
-  auto at = [&](int i, int j) {
-    return b.CreateInBoundsGEP(g.elt, c, b.CreateAdd(b.CreateMul(g.i64(i), ldc), g.i64(j * lanes)));
-  };
   b.SetInsertPoint(addStore);
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < nv; ++j)
