@@ -29,7 +29,8 @@
 // NR/lanes vector accumulators in registers (explicit vector types, llvm.fmuladd), broadcasts A and
 // loads B, and adds into the tile after the first slice. A plain product (GemmDriver.cpp's
 // directResult) accumulates its blocks of whole register tiles in the result itself: no tile, no
-// copy (6.5 % of 10000×256·512's time; docs/PERFORMANCE.md, after the thirteenth table).
+// copy (6.5 % of 10000×256·512's time; docs/PERFORMANCE.md, after the thirteenth table); on the
+// small path, its blocks of whole vectors of columns (64×64·64×32: a third of its time).
 //
 // Blocking, f32 (f64 and i64 keep the byte sizes: half the elements per vector, NR and NB):
 //

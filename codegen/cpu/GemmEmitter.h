@@ -217,7 +217,7 @@ constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6,
               KPad = 18, Group0 = 20, Group1 = 21,  // small path: A's rows, row groups
               AInPlace = 19,  // A read in place (small path: in rows; packed paths: Blocking::aInPlace)
               SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
-              ReuseA = 27, Direct = 28,  // packed path: the result's buffer + 1 when blocks may go straight into it
+              ReuseA = 27, Direct = 28,  // the result's buffer + 1 when blocks may go straight into it
               A = 29, B = A + OperandFields, Count = B + OperandFields;
 
 /// Functions the drivers call: the packing routines of A and B (packed path), the row-group
@@ -295,9 +295,9 @@ llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
 /// left, for the packed path and for the small path.
 llvm::Function* packedDriver(GemmBuilder& g);
 /// desc::Direct: the result's buffer + 1 where the packed driver may accumulate blocks of whole
-/// register tiles straight in it (the epilogue only stores the product, in the accumulator's type,
-/// row-major and unbatched, into a buffer that is no operand), skipping the tile and the epilogue's
-/// copy; else 0.
+/// register tiles straight in it, and the small driver write blocks of whole vectors of columns
+/// (the epilogue only stores the product, in the accumulator's type, row-major and unbatched, into
+/// a buffer that is no operand), skipping the tile and the epilogue's copy; else 0.
 int64_t directResult(const GemmBuilder& g);
 llvm::Function* smallDriver(GemmBuilder& g);
 /// The two phases of the SplitK path: the partial products, then their sums and the epilogue.

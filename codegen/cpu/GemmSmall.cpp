@@ -42,7 +42,8 @@
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
 // kSmallParallelBytes, where waking a thread costs more than streaming it), else blocks of about
 // kSmallBlockBytes of B claimed by the threads one at a time. Each item writes its block's M rows
-// into a tile in its thread's slot and hands the tile to the epilogue.
+// into a tile in its thread's slot and hands the tile to the epilogue — or, for a plain product
+// whose block is whole vectors of columns, straight into the result (desc::Direct).
 #include "codegen/cpu/GemmEmitter.h"
 
 #include <llvm/IR/Module.h>

@@ -171,6 +171,20 @@ TEST(Gemm, SmallM) {
   check(sse2Jit(), matmul(3, 67, 45, false, true), DType::f16, {2});
 }
 
+// A plain product on the small path writes its blocks straight into the result where they are
+// whole vectors of columns (desc::Direct) and takes the tile where they are not: B split across
+// threads into blocks of any width (5 × 1024 over K 301, 1.2 MB of B), the dot form (B's k
+// contiguous), overlapping row groups (67 rows: 11 · 6 + 1), f64's 8-lane vectors.
+TEST(Gemm, SmallPathIntoTheResult) {
+  for (const Case& c : {matmul(5, 1024, 301), matmul(3, 1008, 300, false, true), matmul(67, 48, 70),
+                        matmul(64, 32, 64, true, false), matmul(7, 40, 9)}) {
+    EXPECT_EQ(planOf(c).path, gemm::Path::Small) << c.graph(DType::f32);
+    check(hostJit(), c, DType::f32, {1, 2});
+  }
+  check(hostJit(), matmul(3, 64, 45), DType::f64, {1, 2});
+  check(hostJit(), matmul(66, 40, 70), DType::f64, {1});
+}
+
 // More than 8 rows take the small path when the product stays in L1 (GemmSmall.cpp): B of at
 // most 32 KiB with at least 16 columns, one thread's worth of flops. A is read in place, transposed
 // or not; B too when its n is contiguous, else it is converted into one panel of K rows first (by
