@@ -27,9 +27,11 @@
 //     rows), micro-kernel over the panels
 //     then, per block: partial[0] += partial[1], then += partial[2], …; epilogue(block)
 //
-// Small path, one item = M rows × one block of N columns (see GemmSmall.cpp's file comment):
+// Small path, one item = M rows × one block of N columns (emitSmallItem; see GemmSmall.cpp's file
+// comment):
 //
 //     convert A into rows (unless in place or held), the row-group kernels, epilogue(block)
+//     (none where the block's whole vectors of columns went straight into the result)
 #include "codegen/cpu/GemmEmitter.h"
 
 #include <llvm/IR/Module.h>
@@ -104,15 +106,6 @@ llvm::Value* batchOffset(GemmBuilder& g, llvm::Value* operand, llvm::Value* batc
   return offset;
 }
 
-namespace {
-
-llvm::FunctionType* itemType(llvm::LLVMContext& ctx) {
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, llvm::Type::getInt64Ty(ctx)}, false);
-}
-
-/// Whether the kernel's result may take its blocks straight (desc::Direct), and the result's
-/// buffer (buffer 0's when not: a pointer that is never written).
 std::pair<llvm::Value*, llvm::Value*> directTarget(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* direct = desc::load(b, d, desc::Direct);
@@ -137,6 +130,14 @@ void callEpilogue(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value
                {bufs, tile, desc::load(b, d, desc::Ldt), b.CreateUDiv(batch, groups), resultM0,
                 b.CreateAdd(resultM0, rows), n0, b.CreateAdd(n0, cols)});
 }
+
+namespace {
+
+llvm::FunctionType* itemType(llvm::LLVMContext& ctx) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, llvm::Type::getInt64Ty(ctx)}, false);
+}
+
 
 /// K slice kb of depth at most kcMost: its first k, its depth, and its depth padded to the
 /// micro-kernel's k per iteration (Blocking::kUnit).
@@ -338,126 +339,6 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   callEpilogue(g, bufs, d, tile, batch, m0, rows, n0, cols);
   b.CreateBr(done);
   b.SetInsertPoint(done);
-  b.CreateRetVoid();
-}
-
-/// void item(void** bufs, const Desc* d, i8* slot, i64 item) of the small path.
-void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
-  llvm::IRBuilder<>& b = g.b;
-  llvm::Value *bufs = f->getArg(0), *d = f->getArg(1), *slot = f->getArg(2), *item = f->getArg(3);
-  auto get = [&](int field) { return desc::load(b, d, field); };
-  llvm::Value *nBlocks = get(desc::NBlocks), *nb = get(desc::Nb), *m = get(desc::M), *k = get(desc::K);
-  llvm::Value *ldt = get(desc::Ldt), *elementBytes = get(desc::ElementBytes);
-  llvm::Value* batch = b.CreateUDiv(item, nBlocks, "b");
-  llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
-  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
-  llvm::Value* packedB = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
-  llvm::Value* packBBytes = get(desc::PackBBytes);
-  llvm::Value* packedA = b.CreateInBoundsGEP(b.getInt8Ty(), packedB, packBBytes);
-  llvm::Value* tile = b.CreateInBoundsGEP(b.getInt8Ty(), packedA, get(desc::PackABytes));
-  // An operand's element at `offset` (elements); the ends of an empty one may lie outside its
-  // buffer, hence no `inbounds`.
-  auto element = [&](int operand, llvm::Value* offset) {
-    llvm::Value* buffer = desc::load(b, d, operand + desc::Buffer);
-    llvm::Value* base =
-        b.CreateAlignedLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, buffer), llvm::Align(8));
-    return b.CreateGEP(b.getInt8Ty(), base, b.CreateMul(offset, elementBytes));
-  };
-  // A of this batch: in place, or converted into the slot unless it holds this batch's already.
-  llvm::Value* aSrc = element(desc::A, batchOffset(g, desc::field(b, d, desc::A), batch));
-  llvm::Value* inPlace = b.CreateICmpNE(get(desc::AInPlace), g.i64(0));
-  auto* pack = llvm::BasicBlock::Create(g.ctx, "packa", f);
-  auto* packed = llvm::BasicBlock::Create(g.ctx, "packa.done", f);
-  auto* ready = llvm::BasicBlock::Create(g.ctx, "a.ready", f);
-  llvm::Value* held = b.CreateICmpEQ(b.CreateAlignedLoad(b.getInt64Ty(), slot, llvm::Align(8)), batch);
-  llvm::Value* kPad = get(desc::KPad);
-  llvm::Value* aHere = b.CreateSelect(inPlace, aSrc, packedA);
-  llvm::Value* ldaHere = b.CreateSelect(inPlace, get(desc::A + desc::RowStride), kPad);
-  llvm::Value* kaHere = b.CreateSelect(inPlace, get(desc::A + desc::KStride), g.i64(1));
-  llvm::BasicBlock* entry = b.GetInsertBlock();
-  b.CreateCondBr(b.CreateOr(inPlace, held), ready, pack);
-  b.SetInsertPoint(pack);
-  auto* rowsType = llvm::FunctionType::get(
-      b.getVoidTy(), {b.getPtrTy(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(),
-                      b.getPtrTy()},
-      false);
-  b.CreateCall(rowsType, desc::pointer(b, d, desc::PackRows),
-               {aSrc, get(desc::A + desc::RowStride), get(desc::A + desc::KStride), m, k, kPad, packedA});
-  b.CreateAlignedStore(batch, slot, llvm::Align(8));
-  b.CreateBr(packed);
-  b.SetInsertPoint(packed);
-  b.CreateBr(ready);
-  b.SetInsertPoint(ready);
-  // An operand's pointer or stride where two ways of getting it meet.
-  auto merge = [&](const char* name, llvm::Value* x, llvm::BasicBlock* fromX, llvm::Value* y, llvm::BasicBlock* fromY) {
-    llvm::PHINode* phi = b.CreatePHI(x->getType(), 2, name);
-    phi->addIncoming(x, fromX);
-    phi->addIncoming(y, fromY);
-    return phi;
-  };
-  llvm::Value* a = merge("a", aHere, entry, packedA, packed);
-  llvm::Value* lda = merge("lda", ldaHere, entry, kPad, packed);
-  llvm::Value* ka = merge("ka", kaHere, entry, g.i64(1), packed);
-  // B from column n0 on: in place, or (PackBBytes > 0: its k contiguous) converted into one panel
-  // of K rows of Width columns by the strided packing.
-  llvm::Value* operandB = desc::field(b, d, desc::B);
-  llvm::Value* offsetB = batchOffset(g, operandB, batch);
-  llvm::Value* bInPlace = element(desc::B, b.CreateAdd(offsetB, b.CreateMul(n0, get(desc::B + desc::RowStride))));
-  llvm::Value* ldbInPlace = get(desc::B + desc::Ld);
-  auto* convert = llvm::BasicBlock::Create(g.ctx, "convertb", f);
-  auto* bReady = llvm::BasicBlock::Create(g.ctx, "b.ready", f);
-  llvm::BasicBlock* bEntry = b.GetInsertBlock();
-  b.CreateCondBr(b.CreateICmpEQ(packBBytes, g.i64(0)), bReady, convert);
-  b.SetInsertPoint(convert);
-  b.CreateCall(packFunctionType(g.ctx), desc::pointer(b, d, desc::ConvertB),
-               {bufs, operandB, batch, offsetB, n0, cols, g.i64(0), k, k, packedB});
-  llvm::Value* width = get(desc::B + desc::Width);
-  b.CreateBr(bReady);
-  b.SetInsertPoint(bReady);
-  llvm::Value* bSrc = merge("bsrc", bInPlace, bEntry, packedB, convert);
-  llvm::Value* ldb = merge("ldb", ldbInPlace, bEntry, width, convert);
-  auto* kernelType = llvm::FunctionType::get(b.getVoidTy(),
-                                             {b.getPtrTy(), b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(),
-                                              b.getInt64Ty(), b.getInt64Ty(), b.getInt64Ty(), b.getPtrTy(),
-                                              b.getInt64Ty()},
-                                             false);
-  // Groups of Group0 rows up to the last Group1 rows, which end at row M (and may overlap the
-  // groups before: their rows are then computed twice, to the same sums).
-  llvm::Value* group0 = get(desc::Group0);
-  llvm::Value* rest = b.CreateSub(m, get(desc::Group1));  // rows before the last group
-  llvm::Value* firstGroups = b.CreateUDiv(b.CreateAdd(rest, b.CreateSub(group0, g.i64(1))), group0);
-  // A plain product (directResult) whose block is whole vectors of columns is written straight into
-  // the result: no tile, no epilogue copying it (the axpy kernels store a partial vector whole).
-  // `kiln_gemm_tune --threads 1 64 32 64`, five interleaved pairs: 2.5–4.1 → 1.6–1.8 µs.
-  auto [hasDirect, result] = directTarget(g, bufs, d);
-  llvm::Value* n = get(desc::N);
-  llvm::Value* inResult = b.CreateAnd(
-      hasDirect, b.CreateICmpEQ(b.CreateURem(cols, g.i64(g.plan.lanes)), g.i64(0)), "direct");
-  llvm::Value* c = b.CreateSelect(inResult, b.CreateGEP(g.elt, result, n0), tile, "c");
-  llvm::Value* ldc = b.CreateSelect(inResult, n, ldt, "ldc");
-  g.loop(g.i64(0), firstGroups, 1, "group0", [&](llvm::Value* i) {
-    llvm::Value* r0 = b.CreateMul(i, group0);
-    b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel0),
-                 {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(r0, lda)), lda, ka, bSrc, ldb, k, cols,
-                  b.CreateGEP(g.elt, c, b.CreateMul(r0, ldc)), ldc});
-  });
-  auto* second = llvm::BasicBlock::Create(g.ctx, "group1", f);
-  auto* done = llvm::BasicBlock::Create(g.ctx, "groups.done", f);
-  b.CreateCondBr(b.CreateICmpSGT(get(desc::Group1), g.i64(0)), second, done);
-  b.SetInsertPoint(second);
-  llvm::Value* last = rest;
-  b.CreateCall(kernelType, desc::pointer(b, d, desc::Kernel1),
-               {b.CreateInBoundsGEP(g.elt, a, b.CreateMul(last, lda)), lda, ka, bSrc, ldb, k, cols,
-                b.CreateGEP(g.elt, c, b.CreateMul(last, ldc)), ldc});
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
-  auto* copy = llvm::BasicBlock::Create(g.ctx, "epilogue", f);
-  auto* finished = llvm::BasicBlock::Create(g.ctx, "finished", f);
-  b.CreateCondBr(inResult, finished, copy);
-  b.SetInsertPoint(copy);
-  callEpilogue(g, bufs, d, tile, batch, g.i64(0), m, n0, cols);
-  b.CreateBr(finished);
-  b.SetInsertPoint(finished);
   b.CreateRetVoid();
 }
 

@@ -299,7 +299,16 @@ llvm::Function* packedDriver(GemmBuilder& g);
 /// (the epilogue only stores the product, in the accumulator's type, row-major and unbatched, into
 /// a buffer that is no operand), skipping the tile and the epilogue's copy; else 0.
 int64_t directResult(const GemmBuilder& g);
+/// Whether the kernel's result may take its blocks straight (desc::Direct), and the result's
+/// buffer (buffer 0's when not: a pointer that is never written).
+std::pair<llvm::Value*, llvm::Value*> directTarget(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d);
+/// Calls the kernel's epilogue on rows [m0, m0 + rows) and columns [n0, n0 + cols) of batch
+/// `batch`'s block, held in `tile` (desc::Ldt apart).
+void callEpilogue(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* tile, llvm::Value* batch,
+                  llvm::Value* m0, llvm::Value* rows, llvm::Value* n0, llvm::Value* cols);
 llvm::Function* smallDriver(GemmBuilder& g);
+/// `void item(void** bufs, const Desc* d, i8* slot, i64 item)` of the small path (GemmSmall.cpp).
+void emitSmallItem(GemmBuilder& g, llvm::Function* f);
 /// The two phases of the SplitK path: the partial products, then their sums and the epilogue.
 std::array<llvm::Function*, 2> splitDrivers(GemmBuilder& g);
 
