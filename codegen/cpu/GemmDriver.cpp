@@ -138,7 +138,6 @@ llvm::FunctionType* itemType(llvm::LLVMContext& ctx) {
   return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, llvm::Type::getInt64Ty(ctx)}, false);
 }
 
-
 /// K slice kb of depth at most kcMost: its first k, its depth, and its depth padded to the
 /// micro-kernel's k per iteration (Blocking::kUnit).
 std::array<llvm::Value*, 3> kSlice(GemmBuilder& g, llvm::Value* kb, llvm::Value* kcMost, llvm::Value* k) {
@@ -294,9 +293,10 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   };
   // A block of whole register tiles of rows and whole vectors of columns (its last panel's
   // micro-kernel is as wide as its columns) of a plain product (directResult) is accumulated in the
-  // result itself, where its rows start on vector boundaries: no tile, no epilogue copying it
-  // (4-7 % of a large product's time; 100×128·(784×128)ᵀ, whose two blocks of 416 and 368 columns
-  // took the tile for the second: 162 → 136–148 µs on one thread). Other blocks, at the edges, take the tile.
+  // result itself, where its rows start on vector boundaries: no tile, no epilogue copying it (4-7 %
+  // of a large product's time; 100×128·(784×128)ᵀ, whose second block of 416 and 368 columns took
+  // the tile while only whole panels went straight: 162 → 136–148 µs on one thread). Other blocks,
+  // at the edges, take the tile.
   auto [hasDirect, result] = directTarget(g, bufs, d);
   llvm::Value* n = get(desc::N);
   const int64_t vectorBytes = int64_t{g.plan.lanes} * accBytes(g.acc);
