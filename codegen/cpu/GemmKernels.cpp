@@ -104,6 +104,9 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   const int mr = g.plan.mr, nr = g.plan.nr, lanes = g.plan.lanes;
   KILN_ASSERT(!aRows || (!g.pairs && !g.plan.amx), "A read in place by the f32 micro-kernel only");
   const llvm::Align vecAlign(static_cast<uint64_t>(lanes * accBytes(g.acc)));
+  // The tile's rows: in the scratch they start on vector boundaries, in a result written directly
+  // (GemmDriver.cpp's directResult) wherever its row length puts them (N = 1000: 4000 bytes apart).
+  const llvm::Align cAlign = g.eltAlign();
   auto* addStore = llvm::BasicBlock::Create(g.ctx, "accumulate", f);
   auto* store = llvm::BasicBlock::Create(g.ctx, "store", f);
   auto element = [&](llvm::Value* base, int offset) {
@@ -215,11 +218,11 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   b.SetInsertPoint(addStore);
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < nv; ++j)
-      b.CreateAlignedStore(g.add(b.CreateAlignedLoad(g.vec, at(i, j), vecAlign), sums[i * nv + j]), at(i, j), vecAlign);
+      b.CreateAlignedStore(g.add(b.CreateAlignedLoad(g.vec, at(i, j), cAlign), sums[i * nv + j]), at(i, j), cAlign);
   b.CreateRetVoid();
   b.SetInsertPoint(store);
   for (int i = 0; i < mr; ++i)
-    for (int j = 0; j < nv; ++j) b.CreateAlignedStore(sums[i * nv + j], at(i, j), vecAlign);
+    for (int j = 0; j < nv; ++j) b.CreateAlignedStore(sums[i * nv + j], at(i, j), cAlign);
   b.CreateRetVoid();
 }
 

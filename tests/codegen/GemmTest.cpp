@@ -29,9 +29,10 @@ TEST(Gemm, MatMulShapes) {
 // A plain product's blocks of whole register tiles of rows and whole vectors of columns are
 // accumulated in the result itself (desc::Direct: no tile, no epilogue copy), over several K slices
 // of the packed path, a block's last panel by a narrower micro-kernel (560 columns: 512, then 48,
-// a panel and a vector; 784: 416, then 368); blocks at a ragged edge of M (1154 rows: eight
-// blocks of 144, then 2) or of N (570 columns: 288, then 282) take the tile, beside them in the
-// same product; f64 and i64 accumulate in their own types the same way.
+// a panel and a vector; 784: 416, then 368), rows off vector boundaries too (570 columns: 2280
+// bytes a row); blocks at a ragged edge of M (1154 rows: eight blocks of 144, then 2) or of N
+// (570 columns: 288, then 282) take the tile, beside them in the same product; f64 and i64
+// accumulate in their own types the same way.
 TEST(Gemm, WholeBlocksIntoTheResult) {
   for (const Case& c : {matmul(1152, 128, 600), matmul(1154, 128, 600, true, false), matmul(576, 560, 600, false, true),
                         matmul(100, 784, 128, false, true), matmul(120, 570, 300)})
