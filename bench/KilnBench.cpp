@@ -7,9 +7,11 @@
 // gemm/{NN,NT,TN}/MxNxK/tT[/bf16], train/simplenet/b10000/adam/bf16, compile/MODEL/{train,infer}, and aot/{train,infer}/… (the same
 // programs through a library written by kiln aot).
 //
-//   kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES]
+//   kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES] [--idle-us N]
 //              (--features: compile for the host with these LLVM features on top, e.g. -avx512bf16 to
-//              time bf16 products converted to f32 instead of on the vdpbf16ps path)
+//              time bf16 products converted to f32 instead of on the vdpbf16ps path;
+//              --idle-us: N µs of idleness before each timed run, not timed: the latency of a request
+//              that finds the pool's threads parked, where back-to-back runs keep them polling)
 //   kiln_bench --peak-rss     (alone, in a fresh process: the resident set of training simplenet,
 //                              mem/train/simplenet/b10000/adam, as bench/torch_anchor.py's)
 // Threads: KILN_THREADS (default: all hardware threads).
@@ -34,6 +36,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace kiln;
@@ -49,17 +52,20 @@ struct Settings {
   double minSeconds = 1.0;
 };
 
+int gIdleUs = 0;  // --idle-us
+
 /// The Jit of every program but the cold-compile rows' (--features); null: Jit::host().
 cpu::Jit* gJit = nullptr;
 
 /// Median milliseconds per run of `program` after two warm-up runs, over at least 5 runs and
-/// `minSeconds`.
+/// `minSeconds` (with --idle-us, each run after that long a sleep).
 template <typename Run>
 std::pair<double, int> timeRuns(Run&& run, double minSeconds) {
   for (int i = 0; i < 2; ++i) run();
   std::vector<double> times;
   auto start = Clock::now();
   while (times.size() < 5 || (msSince(start) < minSeconds * 1000 && times.size() < 10000)) {
+    if (gIdleUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(gIdleUs));
     auto t0 = Clock::now();
     run();
     times.push_back(msSince(t0));
@@ -246,6 +252,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) s.filter = argv[++i];
     else if (!std::strcmp(argv[i], "--min-seconds") && i + 1 < argc) s.minSeconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--features") && i + 1 < argc) features = argv[++i];
+    else if (!std::strcmp(argv[i], "--idle-us") && i + 1 < argc) gIdleUs = std::max(0, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--peak-rss") && argc == 2) {
       try {
         peakRss();
@@ -256,7 +263,7 @@ int main(int argc, char** argv) {
       return 0;
     } else {
       std::fprintf(stderr,
-                   "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES] | "
+                   "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES] [--idle-us N] | "
                    "kiln_bench --peak-rss\n");
       return 2;
     }

@@ -101,6 +101,8 @@ ThreadPool::ThreadPool(int threads)
   KILN_CHECK(threads >= 0, "a thread pool needs a non-negative thread count, got {}", threads);
   if (threads_ == 1) return;
   slots_ = std::make_unique<Slot[]>(threads_ - 1);
+  chunkState_ = std::make_unique<std::atomic<uint64_t>[]>(threads_);
+  for (int k = 0; k < threads_; ++k) chunkState_[k].store(1, std::memory_order_relaxed);  // job 0's, taken
   workers_.reserve(threads_ - 1);
   try {
     for (int k = 1; k < threads_; ++k) {
@@ -167,11 +169,20 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void
   size_ = size;
   chunks_ = static_cast<int>(chunks);
   control_ = floatControl();
-  pending_.store(chunks_ - 1, std::memory_order_relaxed);  // published by the seq bumps
+  pending_.store(chunks_, std::memory_order_relaxed);
+  // Arm the chunks (each store releases the fields above to whoever claims it), the caller's first.
+  const uint64_t job = ++job_;
+  chunkState_[0].store(2 * job + 1, std::memory_order_relaxed);
+  for (int k = 1; k < chunks_; ++k) chunkState_[k].store(2 * job, std::memory_order_release);
+  current_.store(job, std::memory_order_release);
   for (int k = 1; k < chunks_; ++k) wake(k);
 
   tInsideJob = true;
   runChunk(0);
+  // Then whatever no worker has taken yet, from the last: a worker still asleep, or not yet
+  // scheduled, costs this thread the chunk's work instead of the worker's wake-up.
+  for (int k = chunks_ - 1; k >= 1; --k)
+    if (claim(k, job)) runChunk(k);
   tInsideJob = false;
   await(pending_, callerSleeping_, [](uint32_t left) { return left == 0; });
 
@@ -206,6 +217,15 @@ void ThreadPool::runChunk(int index) noexcept {
   } catch (...) {
     if (!failed_.exchange(true, std::memory_order_relaxed)) error_ = std::current_exception();
   }
+  // The caller may return as soon as pending_ reaches 0; the pool outlives a worker's signal
+  // because its destructor joins the worker first.
+  if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1) signal(pending_, callerSleeping_);
+}
+
+bool ThreadPool::claim(int index, uint64_t job) {
+  uint64_t armed = 2 * job;
+  return chunkState_[index].compare_exchange_strong(armed, armed + 1, std::memory_order_acquire,
+                                                    std::memory_order_relaxed);
 }
 
 void ThreadPool::workerLoop(int index) {
@@ -215,11 +235,11 @@ void ThreadPool::workerLoop(int index) {
   for (;;) {
     seen = await(slot.seq, slot.sleeping, [seen](uint32_t seq) { return seq != seen; });
     if (stopping_.load(std::memory_order_relaxed)) return;
+    // The job in flight now, which may be a later one than the wake-up was for; its chunk
+    // `index`, unless the caller has taken it (or the job has none).
+    if (!claim(index, current_.load(std::memory_order_acquire))) continue;
     setFloatMode(control_);
     runChunk(index);
-    // The caller may return as soon as pending_ reaches 0; the pool outlives this access because
-    // its destructor joins this thread first.
-    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1) signal(pending_, callerSleeping_);
   }
 }
 

@@ -81,18 +81,29 @@ class ThreadPool {
   };
 
   void workerLoop(int index);
+  /// Takes chunk `index` of job `job` when nobody has: true when this thread is to run it.
+  bool claim(int index, uint64_t job);
+  /// Runs a claimed chunk and counts it done; the caller may return once `pending_` is 0.
   void runChunk(int index) noexcept;
   void wake(int worker);  // hands worker `worker` (1-based) the current job, or the stop request
   void stop();
 
   const int threads_;
   std::unique_ptr<Slot[]> slots_;  // slots_[k - 1] belongs to worker k; the caller is participant 0
+  // Per chunk k (worker k's, or the caller's when k is 0): 2·job while job `job` has left it
+  // unclaimed, 2·job + 1 once a thread has taken it. Worker k takes chunk k; the caller, after its
+  // own, takes whatever chunk is still unclaimed, so it never waits for a worker that has not
+  // started (asleep, or its vCPU descheduled), and a worker that wakes after its job has ended
+  // finds nothing to take and never reads that job's fields.
+  std::unique_ptr<std::atomic<uint64_t>[]> chunkState_;
+  uint64_t job_ = 0;                  // the caller's count of jobs handed to the workers
+  std::atomic<uint64_t> current_{0};  // the job in flight (or the last one), for late workers
   std::vector<std::thread> workers_;
   std::atomic<bool> busy_{false};  // a job is in flight
   std::atomic<bool> stopping_{false};
 
-  // The job in flight: written by the caller before it wakes the workers, read-only until every
-  // worker has reported back through `pending_`.
+  // The job in flight: written by the caller before it arms the chunks, read-only until every
+  // chunk has been counted done in `pending_`; a thread reads them only once it holds a chunk.
   ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t begin_ = 0;
@@ -100,7 +111,7 @@ class ThreadPool {
   int chunks_ = 0;
   uint32_t control_ = 0;  // the caller's floating-point control (support/FloatMode.h), for every chunk
 
-  alignas(64) std::atomic<uint32_t> pending_{0};  // workers still running a chunk of the job
+  alignas(64) std::atomic<uint32_t> pending_{0};  // chunks of the job not yet done
   std::atomic<bool> callerSleeping_{false};
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;  // the first exception caught, written by whoever set failed_

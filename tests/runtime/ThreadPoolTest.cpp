@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -127,7 +129,53 @@ TEST(ThreadPool, SmallRangesRunInlineOnTheCaller) {
   }
   Recorded r = record(pool, 0, 16, 8);
   EXPECT_EQ(r.chunks, (std::vector<Chunk>{{0, 8}, {8, 16}}));
-  EXPECT_NE(r.threads[0], r.threads[1]);  // one chunk on the caller, one on the worker
+  // Two chunks: while the caller is still in its own, the worker runs the other.
+  std::atomic<bool> secondStarted{false};
+  std::vector<std::thread::id> ran(2);
+  pool.parallelFor(0, 16, 8, [&](int64_t b, int64_t) {
+    ran[b / 8] = std::this_thread::get_id();
+    if (b == 8) secondStarted.store(true);
+    while (b == 0 && !secondStarted.load()) std::this_thread::yield();
+  });
+  EXPECT_EQ(ran[0], std::this_thread::get_id());
+  EXPECT_NE(ran[1], ran[0]);
+}
+
+// The caller, done with its own chunk, runs any chunk no worker has taken yet instead of waiting
+// for that worker to wake up: on one CPU the worker can hardly start before the caller has taken
+// its chunk. Every chunk runs exactly once whoever runs it, jobs after jobs, with workers awake,
+// parked or not scheduled, and a worker that wakes after its job has ended touches nothing of it
+// (each job's state lives on the stack of an iteration that is gone by then).
+TEST(ThreadPool, TheCallerTakesChunksNoWorkerHasStarted) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  for (bool oneCpu : {false, true}) {
+    if (oneCpu) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &all)) {
+          CPU_SET(c, &one);
+          break;
+        }
+      ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // the workers started below inherit it
+    }
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      for (int job = 0; job < 3000; ++job) {
+        std::vector<std::atomic<int>> runs(static_cast<size_t>(threads));
+        const int64_t size = 1 + job % (2 * threads + 3);
+        pool.parallelFor(0, size, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) runs[static_cast<size_t>(i % threads)].fetch_add(1);
+        });
+        int total = 0;
+        for (auto& r : runs) total += r.load();
+        ASSERT_EQ(total, size) << threads << " threads, job " << job;
+        if (job % 500 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));  // parked
+      }
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
 }
 
 // copy is memcpy: every byte, for sizes around the parallel threshold and a page, odd sizes and
@@ -391,8 +439,12 @@ TEST(ThreadPool, ChunksRunInTheCallersFloatMode) {
     setFloatControl(mode);
     const uint32_t expected = floatControl();  // 0 where there is no such word
     std::vector<uint32_t> seen(4, ~0u);
+    std::atomic<int> started{0};
     pool.parallelFor(0, 4, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)] = floatControl();
+      started.fetch_add(1);
+      // The caller stays in its chunk until the others have started, so the workers run theirs.
+      while (b == 0 && started.load() < 4) std::this_thread::yield();
     });
     setFloatControl(original);
     for (uint32_t s : seen) EXPECT_EQ(s & ~kFloatFlags, expected & ~kFloatFlags);
