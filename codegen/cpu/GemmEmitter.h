@@ -296,12 +296,14 @@ llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
 llvm::Function* packedDriver(GemmBuilder& g);
 /// desc::Direct: the result's buffer + 1 where the packed driver may accumulate blocks of whole
 /// register tiles straight in it, and the small driver write blocks of whole vectors of columns
-/// (the epilogue only stores the product, in the accumulator's type, row-major and unbatched, into
-/// a buffer that is no operand), skipping the tile and the epilogue's copy; else 0.
+/// (the epilogue only stores the product, in the accumulator's type, row-major — the result-level
+/// view [batch, M, N] of a matmul, a batched one or an ungrouped convolution — into a buffer that
+/// is no operand), skipping the tile and the epilogue's copy; else 0.
 int64_t directResult(const GemmBuilder& g);
-/// Whether the kernel's result may take its blocks straight (desc::Direct), and the result's
-/// buffer (buffer 0's when not: a pointer that is never written).
-std::pair<llvm::Value*, llvm::Value*> directTarget(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d);
+/// Whether the kernel's result may take its blocks straight (desc::Direct), and where batch
+/// `batch`'s [M, N] starts in the result's buffer (in buffer 0's when not: never written).
+std::pair<llvm::Value*, llvm::Value*> directTarget(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d,
+                                                   llvm::Value* batch);
 /// Calls the kernel's epilogue on rows [m0, m0 + rows) and columns [n0, n0 + cols) of batch
 /// `batch`'s block, held in `tile` (desc::Ldt apart).
 void callEpilogue(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* tile, llvm::Value* batch,

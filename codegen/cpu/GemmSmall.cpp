@@ -462,7 +462,7 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   // A plain product (directResult) whose block is whole vectors of columns is written straight into
   // the result: no tile, no epilogue copying it (the axpy kernels store a partial vector whole).
   // `kiln_gemm_tune --threads 1 64 32 64`, five interleaved pairs: 2.5–4.1 → 1.6–1.8 µs.
-  auto [hasDirect, result] = directTarget(g, bufs, d);
+  auto [hasDirect, result] = directTarget(g, bufs, d, batch);
   llvm::Value* n = get(desc::N);
   llvm::Value* inResult = b.CreateAnd(
       hasDirect, b.CreateICmpEQ(b.CreateURem(cols, g.i64(g.plan.lanes)), g.i64(0)), "direct");

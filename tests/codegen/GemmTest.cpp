@@ -41,6 +41,22 @@ TEST(Gemm, WholeBlocksIntoTheResult) {
   check(hostJit(), matmul(1152, 128, 600), DType::i64, {2});
 }
 
+// Batched results go straight into the result too, each batch at its [M, N] of the result-level
+// view: a batched matmul (packed path, and small path by its rows), convolutions of whole register
+// tiles of channels and whole vectors of pixels (forward and input gradient: one batch per image),
+// and weight gradients — with batches whose blocks take the tile at the edges beside them.
+TEST(Gemm, BatchedBlocksIntoTheResult) {
+  for (const Case& c : {Case{"{t}[3,48,160]", "{t}[3,160,96]", "matmul", "", "{t}[3,48,96]"},
+                        Case{"{t}[3,50,160]", "{t}[3,96,160]", "matmul", "transpose_b=true", "{t}[3,50,96]"},
+                        Case{"{t}[4,6,64]", "{t}[4,64,48]", "matmul", "", "{t}[4,6,48]"},
+                        Conv{3, 2, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1}.forward(),
+                        Conv{2, 3, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1}.forward(),
+                        Conv{3, 24, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1}.gradInput(),
+                        Conv{3, 2, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1}.gradWeight()})
+    check(hostJit(), c, DType::f32, {1, 2});
+  check(hostJit(), Conv{3, 2, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1}.forward(), DType::f64, {2});
+}
+
 TEST(Gemm, MatMulTransposes) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) check(hostJit(), matmul(33, 257, 257, ta, tb), DType::f32);
