@@ -41,7 +41,7 @@ void BM_ForkJoinFromParked(benchmark::State& state) {
   }
 }
 // A fixed count of iterations: the caller takes the parked worker's chunk, so an iteration measures
-// well under a microsecond, and a time-based count would sleep for hours.
+// a few microseconds (the wake-up system call), and a time-based count would sleep for hours.
 BENCHMARK(BM_ForkJoinFromParked)->ArgName("threads")->Arg(2)->UseManualTime()->Iterations(2000)->Unit(benchmark::kMicrosecond);
 
 // ThreadPool::copy of a GPU batch's size (simplenet's 40 MB f32 input) into memory that was

@@ -1,7 +1,8 @@
 // A persistent thread pool for CPU kernels: threads are started once and parked between jobs, so
 // a training step of many kernels creates no threads. A job is a parallel for over [begin, end),
 // split statically into at most `threads()` contiguous chunks; the calling thread runs one chunk
-// itself. Generated code reaches the pool through the C entry point `kiln_parallel_for`.
+// itself, then any chunk no worker has started yet. Generated code reaches the pool through the C
+// entry point `kiln_parallel_for`.
 //
 // Scheduling rules (see docs/ARCHITECTURE.md, "Thread pool"):
 // - A range shorter than 2 * grain runs inline on the caller: small kernels stay single-threaded,
