@@ -298,6 +298,18 @@ void emitEnvironment() {
 
 int main(int argc, char** argv) {
   Options opt = parseArgs(argc, argv);
+  // OpenBLAS 0.3.21 takes CPUs newer than it knows (this Emerald Rapids Xeon) for a Prescott and
+  // runs SSE3 kernels; scripts/bench.sh picks OPENBLAS_CORETYPE for the CPU's vector ISA, which
+  // must be set before the library loads. Run alone, say so rather than report SSE3 figures silently.
+  const std::string core = openblas_get_corename();
+  if ((core == "Prescott" || core == "Nehalem" || core == "Sandybridge") && __builtin_cpu_supports("avx2"))
+    std::fprintf(stderr,
+                 "kiln_anchors: OpenBLAS runs its %s kernels on a CPU with %s; set OPENBLAS_CORETYPE (%s) as "
+                 "scripts/bench.sh does, or its rows are not this CPU's\n",
+                 core.c_str(), __builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2",
+                 __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
+                 : __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                                                      : "Haswell");
   emitEnvironment();
   benchPeak(opt);
   // Issue 5's shapes as (M, K, N) of a forward product: square ones, simplenet's two big layers at
