@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
       return 0;
     } else {
       std::fprintf(stderr,
-                   "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES] [--idle-us N] | "
-                   "kiln_bench --peak-rss\n");
+                   "usage: kiln_bench [--filter SUBSTRING] [--min-seconds S] [--features LLVM-FEATURES] "
+                   "[--idle-us N] | kiln_bench --peak-rss\n");
       return 2;
     }
   }

@@ -42,7 +42,12 @@ void BM_ForkJoinFromParked(benchmark::State& state) {
 }
 // A fixed count of iterations: the caller takes the parked worker's chunk, so an iteration measures
 // a few microseconds (the wake-up system call), and a time-based count would sleep for hours.
-BENCHMARK(BM_ForkJoinFromParked)->ArgName("threads")->Arg(2)->UseManualTime()->Iterations(2000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ForkJoinFromParked)
+    ->ArgName("threads")
+    ->Arg(2)
+    ->UseManualTime()
+    ->Iterations(2000)
+    ->Unit(benchmark::kMicrosecond);
 
 // ThreadPool::copy of a GPU batch's size (simplenet's 40 MB f32 input) into memory that was
 // written before, as a pinned staging buffer is: bytes per second on 1 and 2 threads.

@@ -101,8 +101,6 @@ ThreadPool::ThreadPool(int threads)
   KILN_CHECK(threads >= 0, "a thread pool needs a non-negative thread count, got {}", threads);
   if (threads_ == 1) return;
   slots_ = std::make_unique<Slot[]>(threads_ - 1);
-  chunkState_ = std::make_unique<std::atomic<uint64_t>[]>(threads_);
-  for (int k = 0; k < threads_; ++k) chunkState_[k].store(1, std::memory_order_relaxed);  // job 0's, taken
   workers_.reserve(threads_ - 1);
   try {
     for (int k = 1; k < threads_; ++k) {
@@ -170,10 +168,9 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void
   chunks_ = static_cast<int>(chunks);
   control_ = floatControl();
   pending_.store(chunks_, std::memory_order_relaxed);
-  // Arm the chunks (each store releases the fields above to whoever claims it), the caller's first.
-  const uint64_t job = ++job_;
-  chunkState_[0].store(2 * job + 1, std::memory_order_relaxed);
-  for (int k = 1; k < chunks_; ++k) chunkState_[k].store(2 * job, std::memory_order_release);
+  // Arm the workers' chunks (each store releases the fields above to whoever claims it).
+  const uint64_t job = current_.load(std::memory_order_relaxed) + 1;
+  for (int k = 1; k < chunks_; ++k) slots_[k - 1].chunk.store(2 * job, std::memory_order_release);
   current_.store(job, std::memory_order_release);
   for (int k = 1; k < chunks_; ++k) wake(k);
 
@@ -224,8 +221,8 @@ void ThreadPool::runChunk(int index) noexcept {
 
 bool ThreadPool::claim(int index, uint64_t job) {
   uint64_t armed = 2 * job;
-  return chunkState_[index].compare_exchange_strong(armed, armed + 1, std::memory_order_acquire,
-                                                    std::memory_order_relaxed);
+  return slots_[index - 1].chunk.compare_exchange_strong(armed, armed + 1, std::memory_order_acquire,
+                                                         std::memory_order_relaxed);
 }
 
 void ThreadPool::workerLoop(int index) {

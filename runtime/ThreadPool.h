@@ -79,10 +79,16 @@ class ThreadPool {
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
     std::atomic<bool> sleeping{false};
+    // The worker's chunk: 2·job while job `job` has left it unclaimed, 2·job + 1 once a thread has
+    // taken it (job 0's, taken, at first). The worker takes its own; the caller, after its chunk,
+    // takes whatever is still unclaimed, so it never waits for a worker that has not started
+    // (asleep, or its vCPU descheduled), and a worker that wakes after its job has ended finds
+    // nothing to take and never reads that job's fields.
+    std::atomic<uint64_t> chunk{1};
   };
 
   void workerLoop(int index);
-  /// Takes chunk `index` of job `job` when nobody has: true when this thread is to run it.
+  /// Takes worker `index`'s chunk of job `job` when nobody has: true when this thread is to run it.
   bool claim(int index, uint64_t job);
   /// Runs a claimed chunk and counts it done; the caller may return once `pending_` is 0.
   void runChunk(int index) noexcept;
@@ -91,14 +97,7 @@ class ThreadPool {
 
   const int threads_;
   std::unique_ptr<Slot[]> slots_;  // slots_[k - 1] belongs to worker k; the caller is participant 0
-  // Per chunk k (worker k's, or the caller's when k is 0): 2·job while job `job` has left it
-  // unclaimed, 2·job + 1 once a thread has taken it. Worker k takes chunk k; the caller, after its
-  // own, takes whatever chunk is still unclaimed, so it never waits for a worker that has not
-  // started (asleep, or its vCPU descheduled), and a worker that wakes after its job has ended
-  // finds nothing to take and never reads that job's fields.
-  std::unique_ptr<std::atomic<uint64_t>[]> chunkState_;
-  uint64_t job_ = 0;                  // the caller's count of jobs handed to the workers
-  std::atomic<uint64_t> current_{0};  // the job in flight (or the last one), for late workers
+  std::atomic<uint64_t> current_{0};  // the count of jobs handed to the workers: the one in flight
   std::vector<std::thread> workers_;
   std::atomic<bool> busy_{false};  // a job is in flight
   std::atomic<bool> stopping_{false};

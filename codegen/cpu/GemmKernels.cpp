@@ -203,8 +203,9 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   // The tile's lines, fetched for writing while the k loop runs (about 2300 cycles for a 192-deep
   // slice): the tile is read and written once per K slice, and where the product accumulates in
   // the result itself its lines come from memory on the first slice. Without it the loads and
-  // stores at the end wait on L2, L3 or DRAM. 10000×512·512×1000 on the Emerald Rapids VM, 2 threads: 276–290 → 298–309 GFLOP/s;
-  // 1 thread 148 → 151–156; products whose tile stays in L1 the same.
+  // stores at the end wait on L2, L3 or DRAM. 10000×512·512×1000 on the Emerald Rapids VM, 2
+  // threads: 276–290 → 298–309 GFLOP/s; 1 thread 148 → 151–156; products whose tile stays in L1
+  // the same.
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < nv; ++j)
       b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},

@@ -42,8 +42,8 @@
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
 // kSmallParallelBytes, where waking a thread costs more than streaming it: from 256 KiB instead,
 // mnist_mlp's batch-1 inference took 3.1–3.8 µs in a loop against 3.3–4.5, but 20–25 µs against
-// 12–16 after 1 ms idle, `kiln_bench --idle-us 1000`, its weights cold and the worker parked), else blocks of about
-// kSmallBlockBytes of B claimed by the threads one at a time. Each item writes its block's M rows
+// 12–16 after 1 ms idle, `kiln_bench --idle-us 1000`, its weights cold and the worker parked),
+// else blocks of about kSmallBlockBytes of B claimed by the threads one at a time. Each item writes its block's M rows
 // into a tile in its thread's slot and hands the tile to the epilogue — or, for a plain product
 // whose block is whole vectors of columns, straight into the result (desc::Direct).
 #include "codegen/cpu/GemmEmitter.h"
