@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 
 namespace kiln::cpu::gemm {
 
@@ -111,6 +112,25 @@ std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const st
   return s;
 }
 
+std::optional<ARuns> aRunsOf(const kernels::GemmForm& f) {
+  const kernels::GemmOperand& a = f.a;
+  if (!a.map.bounds.empty() || !a.quotients.empty() || f.batchDims.size() > desc::kMaxBatchRank) return std::nullopt;
+  const size_t kAt = f.batchDims.size() + f.mDims.size();
+  const std::optional<int64_t> row = groupStride(a.map.index, f.batchDims.size(), f.mDims);
+  if (!row || *row == 1 || f.m <= 1) return std::nullopt;
+  for (size_t split = 1; split < f.kDims.size(); ++split) {
+    const std::vector<int64_t> outer(f.kDims.begin(), f.kDims.begin() + static_cast<std::ptrdiff_t>(split));
+    const std::vector<int64_t> inner(f.kDims.begin() + static_cast<std::ptrdiff_t>(split), f.kDims.end());
+    const std::optional<int64_t> innerStride = groupStride(a.map.index, kAt + split, inner);
+    const std::optional<int64_t> outerStride = groupStride(a.map.index, kAt, outer);
+    if (innerStride != 1 || !outerStride) continue;
+    int64_t run = 1;
+    for (int64_t d : inner) run *= d;
+    return ARuns{run, *outerStride, *row};
+  }
+  return std::nullopt;
+}
+
 std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
   return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * (isa.f32Lanes * 4 / accBytes(acc))};
 }
@@ -152,7 +172,8 @@ bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype
 
 namespace {
 /// The blocking of a product that does not take the small path, A packed.
-Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
+Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype,
+                        int64_t kcWanted = 0) {
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
@@ -165,7 +186,7 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   // (`kiln_gemm_tune --bf16 --kc 192|384`, three rounds): 10000×512·1000 719–734 → 730–742 GFLOP/s,
   // 10000×256·512 646–668 → 695–711 (one slice instead of three).
   const int64_t kcOwn = (isa.avx512 ? 192 : 256) * (pairs ? 2 : 1);
-  const int64_t kcMost = roundUp(isa.gemmKc > 0 ? isa.gemmKc : kcOwn, p.kUnit);
+  const int64_t kcMost = roundUp(kcWanted > 0 ? kcWanted : isa.gemmKc > 0 ? isa.gemmKc : kcOwn, p.kUnit);
   const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
   // A K of up to 1.5 slices stays one slice: every C tile is then finished in one pass (cnn's
   // second convolution, K 288: 2T 225–231 → 251–264 GFLOP/s in `kiln_gemm_tune conv 64 32 14 14
@@ -237,14 +258,27 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   return p;
 }
 
+/// Whether operands of `dtype` are stored as accumulators of `acc` (read by the micro-kernel as they are).
+bool storedAsAcc(DType dtype, AccType acc) {
+  return (dtype == DType::f32 && acc == AccType::F32) || (dtype == DType::f64 && acc == AccType::F64) ||
+         (dtype == DType::i64 && acc == AccType::I64);
+}
+
 /// Whether the packed or SplitK blocking `p` reads A's whole register tiles of rows in place:
 /// A strided with its k contiguous (a transposing packing otherwise), stored as the accumulators.
 bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
   if (p.path == Path::Small || p.amx || isa.gemmPackA || usesBf16Pairs(f, p, dtype, isa)) return false;
-  const bool accStored = (dtype == DType::f32 && acc == AccType::F32) || (dtype == DType::f64 && acc == AccType::F64) ||
-                         (dtype == DType::i64 && acc == AccType::I64);
   const std::optional<Strides> s = sharedStrides(f, true);
-  return accStored && s && s->k == 1 && s->row != 1;
+  return storedAsAcc(dtype, acc) && s && s->k == 1 && s->row != 1;
+}
+
+/// The K slice nearest to `kc` (from half of it to a quarter more) that divides `run` and is a
+/// multiple of `unit`; 0 where there is none.
+int64_t sliceInRun(int64_t run, int64_t kc, int unit) {
+  int64_t best = 0;
+  for (int64_t c = roundUp(std::max<int64_t>(kc / 2, 1), unit); c <= kc + kc / 4; c += unit)
+    if (run % c == 0 && (best == 0 || std::abs(c - kc) < std::abs(best - kc))) best = c;
+  return best;
 }
 }  // namespace
 
@@ -252,6 +286,19 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p = packedBlocking(f, acc, isa, dtype);
   p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa);
+  // A in runs: read in place too, with K slices that divide the run (cnn's weight gradients: of
+  // the first convolution, 32×9 over K 64·784 in slices of 196 instead of 192; `kiln explain
+  // cnn --train --measure`: see Gemm.cpp's file comment).
+  const std::optional<ARuns> runs = p.aInPlace ? std::nullopt : aRunsOf(f);
+  if (runs && storedAsAcc(dtype, acc) && p.path != Path::Small && p.kc > 0 && !p.amx &&
+      !usesBf16Pairs(f, p, dtype, isa) && !isa.gemmPackA) {
+    const int64_t kc = sliceInRun(runs->run, p.kc, p.kUnit);
+    const Blocking q = kc > 0 ? packedBlocking(f, acc, isa, dtype, kc) : p;
+    if (kc > 0 && q.kc > 0 && runs->run % q.kc == 0) {  // the split for threads keeps kc, but check
+      p = q;
+      p.aInPlace = true, p.aRun = runs->run, p.aRunStride = runs->runStride;
+    }
+  }
   if (p.aInPlace) {  // only a block's last, partial register tile of rows is packed
     p.reuseA = false;
     p.packABytes = packedBytes(1, p.mr, p.mr, p.kc, accBytes(acc), p.lanes);

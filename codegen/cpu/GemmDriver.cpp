@@ -171,8 +171,18 @@ APanels aPanels(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* 
   llvm::Value* lda = desc::load(b, d, desc::A + desc::RowStride);
   llvm::Value* buffer = b.CreateAlignedLoad(
       b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, desc::load(b, d, desc::A + desc::Buffer)), llvm::Align(8));
+  // k0's offset: with A in runs of k (desc::ARun), the run's start plus k0's place in it (a slice
+  // never crosses a run).
+  llvm::Value* run = desc::load(b, d, desc::ARun);
+  llvm::Value* inRuns = b.CreateICmpSGT(run, g.i64(0));
+  llvm::Value* divisor = b.CreateSelect(inRuns, run, g.i64(1));
+  llvm::Value* runs = b.CreateUDiv(k0, divisor);
+  llvm::Value* kOffset = b.CreateSelect(
+      inRuns,
+      b.CreateAdd(b.CreateMul(runs, desc::load(b, d, desc::ARunStride)), b.CreateSub(k0, b.CreateMul(runs, divisor))),
+      k0);
   // Not `inbounds`: with A packed, the offset may lie outside its buffer.
-  llvm::Value* at = b.CreateGEP(g.elt, buffer, b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), k0)));
+  llvm::Value* at = b.CreateGEP(g.elt, buffer, b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), kOffset)));
   llvm::Value* full = b.CreateSelect(inPlace, b.CreateUDiv(rows, g.i64(g.plan.mr)), g.i64(0));
   return {inPlace, at, lda, full};
 }

@@ -48,6 +48,10 @@ struct Blocking {
   bool reuseB = false;  // B is packed for all of K and reused by the next items of its block
   bool reuseA = false;  // A, the same for every batch in one M block, is packed for all of K once per slot
   bool aInPlace = false;  // A's whole register tiles of rows read in place, only its last, partial one packed
+  // A read in place whose k is contiguous in runs of aRun, aRunStride apart (the output gradient
+  // of a convolution's weight gradient: k = image, row, column); K slices never cross a run.
+  // 0 where A's k is contiguous over all of K.
+  int64_t aRun = 0, aRunStride = 0;
   int64_t packBBytes = 0, packABytes = 0, tileBytes = 0;
   int64_t ldt = 0;  // row stride of the result tile, in elements
   // SplitK: `splits` parts of `sliceBlocks` K slices each, every part's product over all of M × N
@@ -218,7 +222,8 @@ constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6,
               AInPlace = 19,  // A read in place (small path: in rows; packed paths: Blocking::aInPlace)
               SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
               ReuseA = 27, Direct = 28,  // the result's buffer + 1 when blocks may go straight into it
-              A = 29, B = A + OperandFields, Count = B + OperandFields;
+              ARun = 29, ARunStride = 30,  // Blocking::aRun, aRunStride
+              A = 31, B = A + OperandFields, Count = B + OperandFields;
 
 /// Functions the drivers call: the packing routines of A and B (packed path), the row-group
 /// kernels, A's conversion into rows and B's into a panel (small path), and the kernel's epilogue.
@@ -235,6 +240,15 @@ llvm::Value* pointer(llvm::IRBuilder<>& b, llvm::Value* desc, Pointer p);
 /// Whether operand A (`a`) or B is strided with at most kMaxBatchRank batch coordinates, i.e. is
 /// packed by the shared strided routines and may take the small path.
 std::optional<Strides> sharedStrides(const kernels::GemmForm& f, bool a);
+
+/// A with no bounds or quotients, its rows one stride apart (`row`) and its k contiguous only in
+/// runs of `run` (the inner k dimensions, stride 1) that lie `runStride` apart (over the outer
+/// ones): a convolution's weight gradient reads its output gradient so, k = (image, row,
+/// column), a run per image. Nothing for other operands, and where A's k is contiguous throughout.
+struct ARuns {
+  int64_t run = 0, runStride = 0, row = 0;
+};
+std::optional<ARuns> aRunsOf(const kernels::GemmForm& f);
 
 /// The signature of every packing routine:
 ///

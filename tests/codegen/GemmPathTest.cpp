@@ -150,6 +150,39 @@ TEST(Gemm, WeightGradientOverManyImages) {
   check(hostJit(), c.gradWeight(), DType::f32);
 }
 
+// A weight gradient's output gradient dY[image, channel, row, column] is A with its k (image, row,
+// column) contiguous in runs of one image's pixels: read in place too (Blocking::aRun), with K
+// slices that divide the run, so that no slice crosses from one image into the next (400 pixels:
+// slices of 200; cnn's 784: 196). Only a block's last, partial register tile of channels is
+// packed (13 channels: 8 in place, 5 packed). The products stay right on the packed path and on
+// split K (64 images of 28×28), with groups (the group a batch coordinate), in f64, on the AVX2
+// tile, on 1 and 2 threads. Runs with no such divisor (8×8 = 64 pixels) stay packed.
+TEST(Gemm, WeightGradientReadsOutputGradientInPlace) {
+  const Conv plain{5, 3, 20, 20, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  const gemm::Blocking plan = planOf(plain.gradWeight());
+  EXPECT_TRUE(plan.aInPlace);
+  EXPECT_EQ(plan.aRun, 400);
+  EXPECT_EQ(plan.aRunStride, 13 * 400);
+  EXPECT_EQ(plan.kc, 200);
+  check(hostJit(), plain.gradWeight(), DType::f32, {1, 2});
+  check(hostJit(), plain.gradWeight(), DType::f64, {2});
+  const Conv deep{64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // cnn's first convolution
+  const gemm::Blocking deepPlan = planOf(deep.gradWeight());
+  EXPECT_EQ(deepPlan.path, gemm::Path::SplitK);
+  EXPECT_TRUE(deepPlan.aInPlace);
+  EXPECT_EQ(deepPlan.kc, 196);
+  check(hostJit(), deep.gradWeight(), DType::f32, {1, 2});
+  const Conv grouped{4, 4, 16, 16, 6, 3, 3, 2, 1, 1, 1, 1, 1, 1};
+  EXPECT_TRUE(planOf(grouped.gradWeight()).aInPlace);
+  check(hostJit(), grouped.gradWeight(), DType::f32, {1, 2});
+  const Conv strided{3, 4, 16, 16, 10, 3, 3, 1, 2, 2, 1, 1, 1, 1};
+  EXPECT_FALSE(planOf(strided.gradWeight()).aInPlace) << "64 pixels: no slice of 96 to 240 divides them";
+  check(hostJit(), strided.gradWeight(), DType::f32, {1, 2});
+  const VectorIsa avx2 = isaOf(*makeJit("haswell"));
+  EXPECT_TRUE(gemm::blockingFor(formOf(plain.gradWeight()), AccType::F32, avx2).aInPlace);
+  check(hostJit(), plain.gradWeight(), DType::f32, {1, 2}, avx2);
+}
+
 // M <= 8 streams B unpacked (GemmSmall.cpp): every M from 1 to 8 with odd N and K in every
 // transpose form (dot form where B's k is contiguous, axpy form where its n is; A in place or
 // converted into rows), every operand dtype, a broadcast batch, and B large enough to be split
