@@ -370,7 +370,7 @@ class GemmEmitter {
     set(desc::SlotsOffset, p.slotsOffset(f.batch)), set(desc::Splits, p.splits), set(desc::SliceBlocks, p.sliceBlocks);
     set(desc::PartialBytes, p.partialBytes), set(desc::ReduceItems, p.reduceItems);
     set(desc::Direct, directResult(g_)), set(desc::AInPlace, p.aInPlace);
-    set(desc::ARun, p.aRun), set(desc::ARunStride, p.aRunStride);
+    set(desc::ARun, p.aRun), set(desc::ARunStride, p.aRunStride), set(desc::EpiloguePanels, p.epiloguePanels);
     describeOperand(fields, desc::A, true);
     describeOperand(fields, desc::B, false);
     std::vector<llvm::Constant*> pointers(desc::Pointers, llvm::ConstantPointerNull::get(b_.getPtrTy()));

@@ -18,6 +18,7 @@ constexpr double kTileRowsGain = 0.03;              // fewer padded rows a narro
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
+constexpr int64_t kShallowSlice = 48;               // a slice this shallow hands each panel to the epilogue
 
 /// Whether every batch reads the same elements of `op`: its index, bounds and quotients do not
 /// depend on a batch coordinate of more than one value (a convolution's weights).
@@ -254,6 +255,14 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   p.packBBytes = packedBytes(p.reuseB ? p.kBlocks : 1, p.nb, p.nr, p.kc, bytes, p.lanes);
   p.packABytes = packedBytes(p.reuseA ? p.kBlocks : 1, p.mb, p.mr, p.kc, bytes, p.lanes);
   p.tileBytes = align64(p.mb * p.nb * bytes);
+  // A product of one shallow slice writes its tile about as fast as the epilogue reads it back:
+  // the epilogue takes each panel's columns while they are in L1 (cnn's first convolution with
+  // bias and ReLU, K 9, a tile of 32 × 800: 300–336 → 262–280 µs in eight interleaved pairs of
+  // `kiln explain cnn --batch 64 --measure`, Emerald Rapids VM). Deeper products keep one call
+  // after the last panel: per panel, the second convolution (K 288, 64 rows, seven panels, so
+  // seven times the epilogue's row loops) measured 0–3 % slower, never faster, and groups of
+  // panels of 32 KiB lost the first convolution's gain.
+  p.epiloguePanels = p.kBlocks == 1 && p.kc <= kShallowSlice ? 1 : 0;
   p.ldt = p.nb;
   return p;
 }

@@ -17,8 +17,9 @@
 // Packed path, one item = one C block over all of K (see Gemm.cpp's file comment):
 //
 //     for each K slice: pack B (unless kept packed), pack A (unless kept packed; with its rows read in
-//     place only the last, partial register tile of rows), micro-kernel over the panels
-//     epilogue(block)
+//     place only the last, partial register tile of rows), micro-kernel over the panels; on the
+//     last slice, epilogue(block) after its last panel, or after each panel's columns where the
+//     one slice is shallow (Blocking::epiloguePanels)
 //
 // Split-K path, one item = one part of K × one block of N columns × all of M, then a second
 // phase whose items sum the parts' partial products in order (see Gemm.cpp's file comment):
@@ -334,6 +335,12 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
       });
     });
     llvm::Value* accumulate = b.CreateICmpNE(kb, g.i64(0));
+    // On the last slice, the epilogue takes the block's columns a group of desc::EpiloguePanels
+    // panels at a time (Blocking::epiloguePanels; 0: all of them), as soon as the micro-kernels
+    // have finished them.
+    llvm::Value* finish = b.CreateAnd(b.CreateICmpEQ(kb, b.CreateSub(kBlocks, g.i64(1))), b.CreateNot(inResult));
+    llvm::Value* perGroup = get(desc::EpiloguePanels);
+    llvm::Value* group = b.CreateSelect(b.CreateICmpEQ(perGroup, g.i64(0)), nPanels, perGroup, "group");
     llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
     llvm::Value* tileRows = b.CreateMul(ldc, g.i64(mr));
     g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
@@ -344,15 +351,20 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
         llvm::Value* c = b.CreateGEP(g.elt, tileColumns, b.CreateMul(ip, tileRows));
         callPanel(g, panels, ip, columns, kc, kcPad, packedASlice, bPanel, c, ldc, accumulate);
       });
+      llvm::Value* next = b.CreateAdd(jp, g.i64(1));
+      llvm::Value* groupEnds = b.CreateOr(b.CreateICmpEQ(b.CreateURem(next, group), g.i64(0)),
+                                          b.CreateICmpEQ(next, nPanels));
+      auto* copy = llvm::BasicBlock::Create(g.ctx, "epilogue", f);
+      auto* done = llvm::BasicBlock::Create(g.ctx, "epilogue.done", f);
+      b.CreateCondBr(b.CreateAnd(finish, groupEnds), copy, done);
+      b.SetInsertPoint(copy);
+      llvm::Value* first = b.CreateMul(b.CreateSub(jp, b.CreateURem(jp, group)), g.i64(nr));  // the group's column
+      callEpilogue(g, bufs, d, b.CreateGEP(g.elt, cBase, first), batch, m0, rows, b.CreateAdd(n0, first),
+                   b.CreateSub(g.min(cols, b.CreateMul(next, g.i64(nr))), first));
+      b.CreateBr(done);
+      b.SetInsertPoint(done);
     });
   });
-  auto* copy = llvm::BasicBlock::Create(g.ctx, "epilogue", f);
-  auto* done = llvm::BasicBlock::Create(g.ctx, "done", f);
-  b.CreateCondBr(inResult, done, copy);
-  b.SetInsertPoint(copy);
-  callEpilogue(g, bufs, d, tile, batch, m0, rows, n0, cols);
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
   b.CreateRetVoid();
 }
 

@@ -52,6 +52,9 @@ struct Blocking {
   // of a convolution's weight gradient: k = image, row, column); K slices never cross a run.
   // 0 where A's k is contiguous over all of K.
   int64_t aRun = 0, aRunStride = 0;
+  // Packed path: the epilogue takes a block's tile this many panels of columns at a time, each
+  // group as soon as the last K slice has finished it; 0: the whole tile after its last panel.
+  int64_t epiloguePanels = 0;
   int64_t packBBytes = 0, packABytes = 0, tileBytes = 0;
   int64_t ldt = 0;  // row stride of the result tile, in elements
   // SplitK: `splits` parts of `sliceBlocks` K slices each, every part's product over all of M × N
@@ -223,7 +226,8 @@ constexpr int Items = 0, MBlocks = 1, NBlocks = 2, Mb = 3, Nb = 4, M = 5, N = 6,
               SlotsOffset = 22, Splits = 23, SliceBlocks = 24, PartialBytes = 25, ReduceItems = 26,
               ReuseA = 27, Direct = 28,  // the result's buffer + 1 when blocks may go straight into it
               ARun = 29, ARunStride = 30,  // Blocking::aRun, aRunStride
-              A = 31, B = A + OperandFields, Count = B + OperandFields;
+              EpiloguePanels = 31,         // Blocking::epiloguePanels
+              A = 32, B = A + OperandFields, Count = B + OperandFields;
 
 /// Functions the drivers call: the packing routines of A and B (packed path), the row-group
 /// kernels, A's conversion into rows and B's into a panel (small path), and the kernel's epilogue.

@@ -331,6 +331,21 @@ TEST(Gemm, SplitK) {
   }
 }
 
+// A product of one slice of at most 48 k hands each panel's columns of its tile to the epilogue as
+// soon as the micro-kernels finish them (Blocking::epiloguePanels; cnn's first convolution); deeper
+// ones hand over the whole tile after its last panel. Blocks whose rows are not whole register
+// tiles take the tile, so these run the epilogue per panel, the last one partial (600 columns:
+// 18 panels and 24 columns), on 1 and 2 threads.
+TEST(Gemm, ShallowSliceHandsPanelsToTheEpilogue) {
+  EXPECT_EQ(planOf(matmul(37, 600, 20)).epiloguePanels, 1);
+  EXPECT_EQ(planOf(matmul(37, 600, 300)).epiloguePanels, 0);
+  const Conv shallow{3, 2, 20, 20, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // K 18, 13 channels
+  EXPECT_EQ(planOf(shallow.forward()).epiloguePanels, 1);
+  for (const Case& c : {matmul(37, 600, 20), matmul(37, 600, 20, true, true), shallow.forward()})
+    check(hostJit(), c, DType::f32, {1, 2});
+  check(hostJit(), matmul(37, 600, 20), DType::f64, {2});
+}
+
 // f32 products whose rows AVX-512's 12-row register tile would pad take tiles of 10 or 8 rows
 // where that saves more than 3 % of the rows (Gemm.cpp's tileRows): mnist_mlp's batch of 100 and
 // convolutions of 32 or 64 channels. The others, f64, and AVX2 keep their tiles; the products
