@@ -273,12 +273,18 @@ bool storedAsAcc(DType dtype, AccType acc) {
          (dtype == DType::i64 && acc == AccType::I64);
 }
 
+/// Whether the micro-kernel may read A of the packed or SplitK blocking `p` where it lies: its
+/// elements stored as the accumulators, no tiles or k pairs to pack them into, not forced packed.
+bool aReadableInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
+  return p.path != Path::Small && !p.amx && !isa.gemmPackA && storedAsAcc(dtype, acc) &&
+         !usesBf16Pairs(f, p, dtype, isa);
+}
+
 /// Whether the packed or SplitK blocking `p` reads A's whole register tiles of rows in place:
 /// A strided with its k contiguous (a transposing packing otherwise), stored as the accumulators.
 bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
-  if (p.path == Path::Small || p.amx || isa.gemmPackA || usesBf16Pairs(f, p, dtype, isa)) return false;
   const std::optional<Strides> s = sharedStrides(f, true);
-  return storedAsAcc(dtype, acc) && s && s->k == 1 && s->row != 1;
+  return aReadableInPlace(f, p, dtype, acc, isa) && s && s->k == 1 && s->row != 1;
 }
 
 /// The K slice nearest to `kc` (from half of it to a quarter more) that divides `run` and is a
@@ -299,8 +305,7 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   // the first convolution, 32×9 over K 64·784 in slices of 196 instead of 192; `kiln explain
   // cnn --train --measure`: see Gemm.cpp's file comment).
   const std::optional<ARuns> runs = p.aInPlace ? std::nullopt : aRunsOf(f);
-  if (runs && storedAsAcc(dtype, acc) && p.path != Path::Small && p.kc > 0 && !p.amx &&
-      !usesBf16Pairs(f, p, dtype, isa) && !isa.gemmPackA) {
+  if (runs && p.kc > 0 && aReadableInPlace(f, p, dtype, acc, isa)) {
     const int64_t kc = sliceInRun(runs->run, p.kc, p.kUnit);
     const Blocking q = kc > 0 ? packedBlocking(f, acc, isa, dtype, kc) : p;
     if (kc > 0 && q.kc > 0 && runs->run % q.kc == 0) {  // the split for threads keeps kc, but check

@@ -323,6 +323,9 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
   llvm::Value* cBase = b.CreateSelect(
       inResult, b.CreateGEP(g.elt, result, b.CreateAdd(b.CreateMul(m0, n), n0)), tile, "c.base");
   llvm::Value* ldc = b.CreateSelect(inResult, n, ldt, "ldc");
+  // Panels per epilogue call: desc::EpiloguePanels (Blocking::epiloguePanels), 0 meaning all.
+  llvm::Value* perGroup = get(desc::EpiloguePanels);
+  llvm::Value* group = b.CreateSelect(b.CreateICmpEQ(perGroup, g.i64(0)), nPanels, perGroup, "group");
   g.loop(g.i64(0), kBlocks, 1, "kslice", [&](llvm::Value* kb) {
     auto [k0, kc, kcPad] = slice(kb);
     llvm::Value* packedBSlice = bSlice(kb);
@@ -335,12 +338,9 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
       });
     });
     llvm::Value* accumulate = b.CreateICmpNE(kb, g.i64(0));
-    // On the last slice, the epilogue takes the block's columns a group of desc::EpiloguePanels
-    // panels at a time (Blocking::epiloguePanels; 0: all of them), as soon as the micro-kernels
-    // have finished them.
+    // On the last slice, the epilogue takes the block's columns a group of panels at a time, as
+    // soon as the micro-kernels have finished them.
     llvm::Value* finish = b.CreateAnd(b.CreateICmpEQ(kb, b.CreateSub(kBlocks, g.i64(1))), b.CreateNot(inResult));
-    llvm::Value* perGroup = get(desc::EpiloguePanels);
-    llvm::Value* group = b.CreateSelect(b.CreateICmpEQ(perGroup, g.i64(0)), nPanels, perGroup, "group");
     llvm::Value* bPanelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(nr)), g.i64(g.plan.lanes));
     llvm::Value* tileRows = b.CreateMul(ldc, g.i64(mr));
     g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
