@@ -15,6 +15,12 @@ struct CpuInfo {
   std::vector<std::string> isa;      // of interest to kernels: avx2, fma, avx512f, avx512_bf16, amx_tile, …
 };
 
+/// The geometry of one cache: sets × ways lines of lineBytes. Zero where Linux does not say.
+struct CacheGeometry {
+  int sets = 0, ways = 0, lineBytes = 0;
+  bool known() const { return sets > 0 && ways > 0 && lineBytes > 0; }
+};
+
 struct CudaDeviceInfo {
   int ordinal = 0;
   std::string name;
@@ -31,6 +37,9 @@ struct CudaStatus {
 };
 
 CpuInfo cpuInfo();
+/// The first core's level-1 data cache, from /sys/devices/system/cpu/cpu0/cache (read once per
+/// process; unknown where that is absent).
+CacheGeometry hostL1Data();
 /// Never throws: a missing driver or a failing cuInit is reported in `problem`.
 CudaStatus cudaStatus();
 

@@ -60,7 +60,15 @@
 // rows past M would read past A. `kiln_gemm_tune [--pack-a]`, Emerald Rapids VM, GFLOP/s on 1 / 2
 // threads, packed → in place: 100×784·784×128 125–128 / 215–233 → 144–146 / 259–268;
 // 10000×512·512×256 139–140 / 288–294 → 145 / 302–313; 1024³ and 2048³ 2–4 % more, the rest the
-// same within the VM's noise. An A whose rows are contiguous (of Aᵀ·B, a weight gradient) stays
+// same within the VM's noise. Except where more of a tile's MR rows fall into one L1 set than it
+// has ways (rowsShareL1Sets; VectorIsa's L1 geometry, the host's from Linux): the micro-kernel
+// reads a line of each row in turn, and rows a multiple of 4 KiB apart (1024 or 2048 f32 columns)
+// all map to one set. Zen 4's L1 has 8 ways, so 12 rows evicted each other at every step; packed,
+// GFLOP/s best (median) on 1 / 2 threads, `kiln_gemm_tune [--pack-a] N N N`: 2048³ 91–95 (73–84) /
+// 173–182 (138–158) → 93–101 (88–95) / 184–187 (171–179), 1024³ 90 (79–81) / 169–192 (151–154) →
+// 94–100 (90–93) / 181–188 (170–181). 512 columns put 6 rows in each of two sets and stay in place
+// (1T 108–110 against 107 packed); so do 8-row tiles in 8 ways (64×1024·1024×1024: 94–97 in place,
+// 86–94 packed). Intel's 48 KiB L1 has 12 ways and keeps them in place. An A whose rows are contiguous (of Aᵀ·B, a weight gradient) stays
 // packed, a copy: read in place, a line per k from L2 on every pass of a B panel, it was slower on
 // the large weight gradients (1000×512 over K 10000: 130 → 114 GFLOP/s on 1 thread) and faster
 // only where a block has few B panels (784×128 over K 100).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <vector>
 
 namespace kiln::cpu::gemm {
 
@@ -280,11 +281,25 @@ bool aReadableInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype
          !usesBf16Pairs(f, p, dtype, isa);
 }
 
+/// Whether more of a register tile's `rows` rows, `rowBytes` apart, fall into one set of the L1
+/// data cache than it has ways: the micro-kernel reads a line of every row in turn, so they would
+/// evict each other at every step (a row stride of a multiple of 4 KiB puts all of them in one
+/// set). See Gemm.cpp's file comment ("A in place").
+bool rowsShareL1Sets(int64_t rowBytes, int rows, const VectorIsa& isa) {
+  std::vector<int> perSet(static_cast<size_t>(std::max(isa.l1Sets, 1)), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    if (++perSet[static_cast<size_t>(r * rowBytes / std::max(isa.l1Line, 1) % std::max(isa.l1Sets, 1))] > isa.l1Ways)
+      return true;
+  return false;
+}
+
 /// Whether the packed or SplitK blocking `p` reads A's whole register tiles of rows in place:
-/// A strided with its k contiguous (a transposing packing otherwise), stored as the accumulators.
+/// A strided with its k contiguous (a transposing packing otherwise), stored as the accumulators,
+/// its rows in enough sets of L1.
 bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
   const std::optional<Strides> s = sharedStrides(f, true);
-  return aReadableInPlace(f, p, dtype, acc, isa) && s && s->k == 1 && s->row != 1;
+  return aReadableInPlace(f, p, dtype, acc, isa) && s && s->k == 1 && s->row != 1 &&
+         !rowsShareL1Sets(s->row * accBytes(acc), p.mr, isa);
 }
 
 /// The K slice nearest to `kc` (from half of it to a quarter more) that divides `run` and is a
@@ -305,7 +320,8 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   // the first convolution, 32×9 over K 64·784 in slices of 196 instead of 192; `kiln explain
   // cnn --train --measure`: see Gemm.cpp's file comment).
   const std::optional<ARuns> runs = p.aInPlace ? std::nullopt : aRunsOf(f);
-  if (runs && p.kc > 0 && aReadableInPlace(f, p, dtype, acc, isa)) {
+  if (runs && p.kc > 0 && aReadableInPlace(f, p, dtype, acc, isa) &&
+      !rowsShareL1Sets(runs->row * accBytes(acc), p.mr, isa)) {
     const int64_t kc = sliceInRun(runs->run, p.kc, p.kUnit);
     const Blocking q = kc > 0 ? packedBlocking(f, acc, isa, dtype, kc) : p;
     if (kc > 0 && q.kc > 0 && runs->run % q.kc == 0) {  // the split for threads keeps kc, but check

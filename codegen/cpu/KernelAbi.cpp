@@ -1,6 +1,7 @@
 #include "codegen/cpu/KernelAbi.h"
 
 #include "codegen/cpu/Jit.h"
+#include "runtime/Devices.h"
 #include "support/PeakLoops.h"
 
 #include <llvm/IR/DerivedTypes.h>
@@ -23,6 +24,8 @@ VectorIsa isaOf(const Jit& jit) {
   isa.bf16DotPays = !isa.avx512bf16 || !jit.targetsHost() || isa.amx || bf16DotOutrunsFma();
   isa.emulateBf16Dot = jit.emulatesBf16Dot();
   isa.emulateAmx = jit.emulatesAmx();
+  if (const rt::CacheGeometry l1 = rt::hostL1Data(); jit.targetsHost() && l1.known())
+    isa.l1Sets = l1.sets, isa.l1Ways = l1.ways, isa.l1Line = l1.lineBytes;
   return isa;
 }
 

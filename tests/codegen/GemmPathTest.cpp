@@ -70,6 +70,24 @@ TEST(Gemm, ReadsARowsInPlace) {
   }
 }
 
+// A's rows are packed instead where more of a register tile's rows fall into one L1 set than the
+// cache has ways (a row stride of a multiple of 4 KiB: 1024 f32 columns): in place they would evict
+// each other at every step. 512 columns (2 KiB) spread 12 rows over two sets, 6 in each.
+// (96 and 60 rows: 12-row tiles.)
+TEST(Gemm, PacksARowsThatShareL1Sets) {
+  VectorIsa isa = isaOf(*makeJit("znver4"));
+  ASSERT_EQ(isa.l1Ways, 8) << "a named CPU assumes 8 ways";
+  EXPECT_FALSE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, isa).aInPlace);
+  EXPECT_FALSE(gemm::blockingFor(formOf(matmul(96, 64, 2048, false, true)), AccType::F32, isa).aInPlace);
+  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 512)), AccType::F32, isa).aInPlace);
+  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 1000)), AccType::F32, isa).aInPlace);
+  isa.l1Ways = 12;  // 48 KiB of 12 ways: a 12-row tile's rows fit one set
+  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, isa).aInPlace);
+  isa.l1Ways = 8;
+  check(hostJit(), matmul(60, 70, 1024), DType::f32, {1, 2}, isa);
+  check(hostJit(), matmul(60, 70, 1024, false, true), DType::f32, {1, 2}, isa);
+}
+
 // With K in one slice the parallel split halves M first, so each thread's items are a band of
 // whole rows of C, and a K shallower than a slice takes all of N in one block (mnist_mlp's weight
 // gradient, 128×784 over K 100); a K of up to 1.5 slices stays one slice (cnn's second

@@ -42,6 +42,12 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
                       : !isa.amxTiles() && isa.avx512bf16 && !isa.bf16Dot() ? " (vdpbf16ps does fewer flops than the FMAs here)"
                                                                              : "";
     std::printf("  bf16 matmul products: %s%s\n", bf16, why);
+    const rt::CacheGeometry l1 = rt::hostL1Data();
+    if (l1.known())
+      std::printf("  L1 data cache: %d KiB, %d ways of %d B lines (the GEMM packs A rows that would share a set)\n",
+                  l1.sets * l1.ways * l1.lineBytes / 1024, l1.ways, l1.lineBytes);
+    else
+      std::printf("  L1 data cache: not reported by Linux; the GEMM assumes %d ways\n", isa.l1Ways);
     std::printf("  f16 products, bf16 convolutions: operands widened to f32 when packed, f32 arithmetic\n");
     std::printf("  subnormal floats: %s\n", denormalsFromEnvironment() == Denormals::Flush
                                                  ? "flushed to zero in the kernels (KILN_DENORMALS=keep keeps them)"
