@@ -7,7 +7,23 @@
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Module.h>
 
+#include <string>
+
 namespace kiln::cpu {
+
+namespace {
+/// Whether the LLVM CPU `name` has a 48 KiB L1 data cache of 12 ways (Intel's cores since Ice Lake
+/// and Zen 5); the rest of the x86 CPUs LLVM names have 32 KiB of 8 ways.
+bool hasTwelveWayL1(const std::string& name) {
+  static const char* const kTwelveWays[] = {
+      "icelake-client", "icelake-server", "tigerlake",      "rocketlake",    "alderlake",     "raptorlake",
+      "meteorlake",     "arrowlake",      "arrowlake-s",    "lunarlake",     "pantherlake",   "sapphirerapids",
+      "emeraldrapids",  "graniterapids",  "graniterapids-d", "diamondrapids", "znver5"};
+  for (const char* n : kTwelveWays)
+    if (name == n) return true;
+  return false;
+}
+}  // namespace
 
 VectorIsa isaOf(const Jit& jit) {
   VectorIsa isa;
@@ -26,6 +42,8 @@ VectorIsa isaOf(const Jit& jit) {
   isa.emulateAmx = jit.emulatesAmx();
   if (const rt::CacheGeometry l1 = rt::hostL1Data(); jit.targetsHost() && l1.known())
     isa.l1Sets = l1.sets, isa.l1Ways = l1.ways, isa.l1Line = l1.lineBytes;
+  else if (!jit.targetsHost() && hasTwelveWayL1(jit.cpu()))
+    isa.l1Ways = 12;
   return isa;
 }
 

@@ -51,9 +51,9 @@ struct VectorIsa {
   // same packed panels. Set only by tests, to run that path's packing on any AVX-512 machine
   // (JitOptions::emulateAmx).
   bool emulateAmx = false;
-  // The level-1 data cache: sets × ways lines of l1Line bytes. The host's as Linux reports it;
-  // for a named CPU (or where Linux does not say) 64 sets of 8 ways of 64 B, the smallest
-  // associativity of x86 L1d caches in use (Zen 4's 32 KiB; Zen 5's and recent Intel's 48 KiB have 12).
+  // The level-1 data cache: sets × ways lines of l1Line bytes. The host's as Linux reports it; for
+  // a named CPU 64 sets of 12 ways of 64 B where it has 48 KiB (Intel's since Ice Lake, Zen 5), else
+  // (and where Linux does not say) of 8 ways, the smallest associativity of x86 L1d caches in use.
   // Decides whether the GEMM may read A's rows in place (GemmBlocking.cpp's rowsShareL1Sets).
   int l1Sets = 64, l1Ways = 8, l1Line = 64;
 

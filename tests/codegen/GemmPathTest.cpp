@@ -75,15 +75,15 @@ TEST(Gemm, ReadsARowsInPlace) {
 // each other at every step. 512 columns (2 KiB) spread 12 rows over two sets, 6 in each.
 // (96 and 60 rows: 12-row tiles.)
 TEST(Gemm, PacksARowsThatShareL1Sets) {
-  VectorIsa isa = isaOf(*makeJit("znver4"));
-  ASSERT_EQ(isa.l1Ways, 8) << "a named CPU assumes 8 ways";
+  const VectorIsa isa = isaOf(*makeJit("znver4"));
+  ASSERT_EQ(isa.l1Ways, 8) << "Zen 4: 32 KiB of 8 ways";
   EXPECT_FALSE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, isa).aInPlace);
   EXPECT_FALSE(gemm::blockingFor(formOf(matmul(96, 64, 2048, false, true)), AccType::F32, isa).aInPlace);
   EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 512)), AccType::F32, isa).aInPlace);
   EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 1000)), AccType::F32, isa).aInPlace);
-  isa.l1Ways = 12;  // 48 KiB of 12 ways: a 12-row tile's rows fit one set
-  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, isa).aInPlace);
-  isa.l1Ways = 8;
+  const VectorIsa wide = isaOf(*makeJit("sapphirerapids"));  // 48 KiB of 12 ways: a tile's rows fit one set
+  EXPECT_EQ(wide.l1Ways, 12);
+  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, wide).aInPlace);
   check(hostJit(), matmul(60, 70, 1024), DType::f32, {1, 2}, isa);
   check(hostJit(), matmul(60, 70, 1024, false, true), DType::f32, {1, 2}, isa);
 }
