@@ -31,29 +31,31 @@ CpuInfo cpuInfo() {
   return info;
 }
 
+CacheGeometry l1DataFrom(const std::string& cacheDir) {
+  auto read = [&](const std::string& file) {
+    std::ifstream in(cacheDir + "/" + file);
+    std::string text;
+    std::getline(in, text);
+    return text;
+  };
+  auto number = [&](const std::string& file) {
+    const std::string text = read(file);
+    const bool digits = !text.empty() && text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos;
+    return digits ? std::stoi(text) : 0;
+  };
+  for (int i = 0; i < 16; ++i) {
+    const std::string index = fmt::format("index{}/", i);
+    const std::string level = read(index + "level");
+    if (level.empty()) break;
+    if (level != "1" || read(index + "type") != "Data") continue;
+    return CacheGeometry{number(index + "number_of_sets"), number(index + "ways_of_associativity"),
+                         number(index + "coherency_line_size")};
+  }
+  return CacheGeometry{};
+}
+
 CacheGeometry hostL1Data() {
-  static const CacheGeometry geometry = [] {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/";
-    auto read = [&](const std::string& file) {
-      std::ifstream in(dir + file);
-      std::string text;
-      std::getline(in, text);
-      return text;
-    };
-    auto number = [&](const std::string& file) {
-      const std::string text = read(file);
-      const bool digits = !text.empty() && text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos;
-      return digits ? std::stoi(text) : 0;
-    };
-    for (int i = 0; i < 8; ++i) {
-      const std::string index = fmt::format("index{}/", i);
-      if (read(index + "level").empty()) break;
-      if (read(index + "level") != "1" || read(index + "type") != "Data") continue;
-      return CacheGeometry{number(index + "number_of_sets"), number(index + "ways_of_associativity"),
-                           number(index + "coherency_line_size")};
-    }
-    return CacheGeometry{};
-  }();
+  static const CacheGeometry geometry = l1DataFrom("/sys/devices/system/cpu/cpu0/cache");
   return geometry;
 }
 

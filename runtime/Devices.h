@@ -37,8 +37,11 @@ struct CudaStatus {
 };
 
 CpuInfo cpuInfo();
-/// The first core's level-1 data cache, from /sys/devices/system/cpu/cpu0/cache (read once per
-/// process; unknown where that is absent).
+/// The level-1 data cache described by a Linux cache folder such as
+/// /sys/devices/system/cpu/cpu0/cache (its index0, index1, … folders); unknown where none says
+/// level 1 and type Data with whole numbers for its sets, ways and line size.
+CacheGeometry l1DataFrom(const std::string& cacheDir);
+/// The first core's level-1 data cache (l1DataFrom of cpu0's folder, read once per process).
 CacheGeometry hostL1Data();
 /// Never throws: a missing driver or a failing cuInit is reported in `problem`.
 CudaStatus cudaStatus();
