@@ -385,6 +385,10 @@ MachineProfile machineProfile(const ProfileOptions& options) {
     if (p.gpus.empty()) say("gpu: " + why);
   }
   p.measureSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const std::string& doubt : profileDoubts(p.cpu))
+    say(fmt::format("warning: {}: another process may have shared the cores; measure again with `kiln profile "
+                    "--remeasure` when the machine is quiet",
+                    doubt));
   if (options.save && !mayReplace) {
     say(fmt::format("warning: not saving the profile: {} is there and is not a machine profile", path));
   } else if (options.save) {
@@ -398,6 +402,22 @@ MachineProfile machineProfile(const ProfileOptions& options) {
     }
   }
   return p;
+}
+
+std::vector<std::string> profileDoubts(const CpuProfile& c) {
+  std::vector<std::string> doubts;
+  for (size_t t = 1; t < c.peakGflops.size(); ++t)
+    if (c.peakGflops[0] > 0 && c.peakGflops[t] < 0.75 * static_cast<double>(t + 1) * c.peakGflops[0])
+      doubts.push_back(fmt::format("the {}-thread FMA peak is {:.2f} times the 1-thread one", t + 1,
+                                   c.peakGflops[t] / c.peakGflops[0]));
+  const double peak = c.peakGflops.empty() ? 0 : c.peakGflops.back();
+  if (c.f32Lanes >= 8 && peak > 0)
+    for (const GemmPoint& g : c.gemm)
+      if (g.op == "matmul" && g.dtype == "f32" && g.batch == 1 && g.m == g.n && g.n == g.k && g.m >= 256 &&
+          g.gflops() < kGemmDoubtFraction * peak)
+        doubts.push_back(fmt::format("kiln's GEMM probe {}³ ran at {:.0f} % of the FMA peak", g.m,
+                                     100 * g.gflops() / peak));
+  return doubts;
 }
 
 std::string profileText(const MachineProfile& p) {
@@ -441,6 +461,8 @@ std::string profileText(const MachineProfile& p) {
                      c.reduceElementNanos);
   out += fmt::format("  kernel call {:.2f} µs, thread-pool dispatch {:.2f} µs, Program::run {:.2f} µs\n",
                      c.kernelCallMicros, c.dispatchMicros, c.runMicros);
+  for (const std::string& doubt : profileDoubts(c))
+    out += fmt::format("  doubtful: {} (a busy machine? `kiln profile --remeasure`)\n", doubt);
   if (p.gpus.empty()) out += "gpu: none measured\n";
   for (size_t i = 0; i < p.gpus.size(); ++i) {
     const GpuProfile& g = p.gpus[i];

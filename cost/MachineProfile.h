@@ -176,6 +176,14 @@ CpuProfile bestOf(const CpuProfile& a, const CpuProfile& b);
 std::vector<GpuProfile> measureGpus(const std::function<void(const std::string&)>& progress = {},
                                     std::string* why = nullptr);
 
+/// Signs that another process shared the cores while `c` was measured, one sentence each (empty
+/// when there are none): a t-thread FMA peak under 0.75 · t times the 1-thread one, or, on AVX2
+/// and AVX-512, a square f32 GEMM probe of 256³ or more under kGemmDoubtFraction of the FMA peak
+/// (kiln's GEMM reaches 75–97 % of it there on a quiet machine). machineProfile warns of each after
+/// measuring, and profileText prints them.
+std::vector<std::string> profileDoubts(const CpuProfile& c);
+inline constexpr double kGemmDoubtFraction = 0.6;
+
 /// The profile as a readable text (`kiln profile`).
 std::string profileText(const MachineProfile& p);
 

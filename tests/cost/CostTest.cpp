@@ -232,6 +232,31 @@ TEST(MachineProfile, GpuProfileFromAFile) {
   fs::remove_all(dir);
 }
 
+// A profile measured while another process shared the cores says so: a 2-thread FMA peak short of
+// twice the 1-thread one, or large GEMM probes far below the FMA peak (this machine's profile once
+// measured 512³ at 46 % beside a benchmark, 93 % when quiet). The fake quiet machine has none.
+TEST(MachineProfile, DoubtsAProfileMeasuredOnABusyMachine) {
+  EXPECT_TRUE(profileDoubts(fakeCpu()).empty());
+  CpuProfile busy = fakeCpu();
+  busy.peakGflops = {100, 130};
+  for (GemmPoint& g : busy.gemm)
+    if (g.m == 512 && g.n == 512 && g.k == 512 && g.dtype == "f32") g.micros *= 3;  // 171 → 57 GFLOP/s
+  const std::vector<std::string> doubts = profileDoubts(busy);
+  ASSERT_EQ(doubts.size(), 2u);
+  EXPECT_THAT(doubts[0], HasSubstr("2-thread FMA peak is 1.30 times the 1-thread one"));
+  EXPECT_THAT(doubts[1], HasSubstr("512³ ran at 44 % of the FMA peak")) << "of 130, the all-thread peak measured";
+  MachineProfile m;
+  m.cpu = busy;
+  EXPECT_THAT(profileText(m), HasSubstr("doubtful: kiln's GEMM probe 512³"));
+  CpuProfile slowGemm = fakeCpu();
+  for (GemmPoint& g : slowGemm.gemm)
+    if (g.m == 512 && g.n == 512 && g.k == 512 && g.dtype == "f32") g.micros *= 2;
+  ASSERT_EQ(profileDoubts(slowGemm).size(), 1u);
+  EXPECT_THAT(profileDoubts(slowGemm)[0], HasSubstr("512³ ran at 43 % of the FMA peak"));
+  slowGemm.f32Lanes = 4;  // SSE: no claim about the GEMM's efficiency there
+  EXPECT_TRUE(profileDoubts(slowGemm).empty());
+}
+
 // ---- the cost model ------------------------------------------------------------------------------
 
 TEST(CostModel, APureBandwidthKernelTakesBytesOverBandwidth) {
