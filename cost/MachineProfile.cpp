@@ -410,11 +410,10 @@ std::vector<std::string> profileDoubts(const CpuProfile& c) {
     if (c.peakGflops[0] > 0 && c.peakGflops[t] < 0.75 * static_cast<double>(t + 1) * c.peakGflops[0])
       doubts.push_back(fmt::format("the {}-thread FMA peak is {:.2f} times the 1-thread one", t + 1,
                                    c.peakGflops[t] / c.peakGflops[0]));
-  const double peak = c.peakGflops.empty() ? 0 : c.peakGflops.back();
+  const double peak = c.peakGflops.empty() ? 0 : c.peak(c.identity.threads);  // the probes' threads
   if (c.f32Lanes >= 8 && peak > 0)
     for (const GemmPoint& g : c.gemm)
-      if (g.op == "matmul" && g.dtype == "f32" && g.batch == 1 && g.m == g.n && g.n == g.k && g.m >= 256 &&
-          g.gflops() < kGemmDoubtFraction * peak)
+      if (g.square() && g.dtype == "f32" && g.m >= 256 && g.gflops() < kGemmDoubtFraction * peak)
         doubts.push_back(fmt::format("kiln's GEMM probe {}³ ran at {:.0f} % of the FMA peak", g.m,
                                      100 * g.gflops() / peak));
   return doubts;
@@ -448,8 +447,7 @@ std::string profileText(const MachineProfile& p) {
   ladder("read", c.read);
   out += "  kiln gemm (f32 unless said, GFLOP/s and % of the all-thread f32 peak):\n   ";
   for (const GemmPoint& g : c.gemm) {
-    const std::string shape = (g.m == g.n && g.n == g.k && g.op == "matmul" && g.batch == 1
-                                   ? fmt::format("{}³", g.m)
+    const std::string shape = (g.square() ? fmt::format("{}³", g.m)
                                    : fmt::format("{} {}{}x{}x{}", g.op, g.batch > 1 ? fmt::format("{}·", g.batch) : "",
                                                  g.m, g.n, g.k)) +
                               (g.dtype == "f32" ? "" : " " + g.dtype);

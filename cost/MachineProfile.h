@@ -60,6 +60,8 @@ struct GemmPoint {
   int64_t batch = 1;          // independent products of m×n×k
   std::string dtype = "f32";  // of the operands: f32 or bf16 (profiles before bf16 probes: f32)
   double gflops() const { return micros > 0 ? 2.0 * batch * m * n * k / micros * 1e-3 : 0; }
+  /// One square matmul (m = n = k), of either dtype.
+  bool square() const { return op == "matmul" && batch == 1 && m == n && n == k; }
 };
 
 struct CpuProfile {

@@ -237,10 +237,15 @@ TEST(MachineProfile, GpuProfileFromAFile) {
 // measured 512³ at 46 % beside a benchmark, 93 % when quiet). The fake quiet machine has none.
 TEST(MachineProfile, DoubtsAProfileMeasuredOnABusyMachine) {
   EXPECT_TRUE(profileDoubts(fakeCpu()).empty());
-  CpuProfile busy = fakeCpu();
+  // The fake machine with its f32 512³ probe `factor` times slower (171 GFLOP/s at 1).
+  auto slowed512 = [](double factor) {
+    CpuProfile c = fakeCpu();
+    for (GemmPoint& g : c.gemm)
+      if (g.square() && g.m == 512 && g.dtype == "f32") g.micros *= factor;
+    return c;
+  };
+  CpuProfile busy = slowed512(3);  // 57 GFLOP/s
   busy.peakGflops = {100, 130};
-  for (GemmPoint& g : busy.gemm)
-    if (g.m == 512 && g.n == 512 && g.k == 512 && g.dtype == "f32") g.micros *= 3;  // 171 → 57 GFLOP/s
   const std::vector<std::string> doubts = profileDoubts(busy);
   ASSERT_EQ(doubts.size(), 2u);
   EXPECT_THAT(doubts[0], HasSubstr("2-thread FMA peak is 1.30 times the 1-thread one"));
@@ -248,9 +253,7 @@ TEST(MachineProfile, DoubtsAProfileMeasuredOnABusyMachine) {
   MachineProfile m;
   m.cpu = busy;
   EXPECT_THAT(profileText(m), HasSubstr("doubtful: kiln's GEMM probe 512³"));
-  CpuProfile slowGemm = fakeCpu();
-  for (GemmPoint& g : slowGemm.gemm)
-    if (g.m == 512 && g.n == 512 && g.k == 512 && g.dtype == "f32") g.micros *= 2;
+  CpuProfile slowGemm = slowed512(2);
   ASSERT_EQ(profileDoubts(slowGemm).size(), 1u);
   EXPECT_THAT(profileDoubts(slowGemm)[0], HasSubstr("512³ ran at 43 % of the FMA peak"));
   slowGemm.f32Lanes = 4;  // SSE: no claim about the GEMM's efficiency there
