@@ -21,6 +21,7 @@ namespace kiln::cpu::gemm {
 
 constexpr int kUnroll = 4;                   // K steps per micro-kernel loop iteration
 constexpr int kAmxRows = 32, kAmxK = 32;     // AMX: the register tile's rows (two tiles), k per tile product
+constexpr int kAmxKc = 576;                  // AMX: the deepest K slice (GemmBlocking.cpp)
 constexpr int64_t kScratchHeaderBytes = 64;  // the scratch's header: the slot counter
 constexpr int64_t kSlotHeaderBytes = 64;     // per-thread slot header: which blocks its packed operands hold
 constexpr int64_t kSlotTagB = 0, kSlotTagA = 1;  // the header's words: the block of B, of A it holds (or -1)
