@@ -12,8 +12,17 @@
 //
 // per 32 k: four tile loads and four tdpbf16ps (each 16 · 16 · 32 multiply-adds). B's panels are
 // the pair path's own (a panel row holds NR k pairs, 128 bytes: tmm6 and tmm7 load its halves with
-// that stride). A's panels hold each row's kcPad k one row after the other (GemmKernels.cpp's
-// amxKContiguous and amxRowsContiguous), so a tile of A is 16 rows kcPad · 2 bytes apart. C's tile
+// that stride). A's panels hold, per 32 k, the step's two tiles one after the other (GemmKernels.cpp's
+// amxKContiguous and amxRowsContiguous, StridedPacker::amxAt), so a panel is read as one
+// sequential stream, and A's tiles are loaded with tileloaddt1 (data not reused): the driver runs
+// a B panel against every A panel of the block, so B's panel should stay in L1 while A's stream
+// through it from L2. L2 fills L1 at about 32 bytes a cycle: on a Xeon with AMX (2026-12-01,
+// random bf16), a step of four tdpbf16ps took 26.7 ns with its tiles in L1, 29–30 with A's 2 KiB
+// streaming from L2 in tiles, 36–37 with A's rows kcPad · 2 bytes apart (32 scattered lines a
+// step), and 37–40 with both operands streaming, software prefetches or not. `kiln_gemm_tune
+// --bf16`, medians of three, 1 / 2 threads, GFLOP/s: rows and tileloadd → tiles and tileloaddt1,
+// 10000×1000·1000×512 760 / 1660 → 810 / 1720, 1024³ 785 / 1515 → 790 / 1505, Aᵀ·B over 10000
+// 750 / 1520 → 810 / 1640, 2048³ 785 / 1590 → 805 / 1600. C's tile
 // in the item's scratch is loaded (after the first slice) and stored with its row stride; a panel
 // of at most 16 columns uses tmm0 and tmm2 only. The tiles are configured (ldtilecfg from a
 // constant) when a thread starts its share of a contraction's items, the driver's chunk, and
@@ -36,6 +45,8 @@ namespace {
 
 constexpr int kTileRows = 16, kTileBytes = 64;  // of every tile used here
 constexpr uint8_t kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7;
+// The deepest slice whose B panel (64 bytes per k) fits L1 beside A's streaming tiles: 40 KiB.
+constexpr int64_t kAmxStreamKc = 640;
 
 /// The 64-byte tile configuration: palette 1, tiles 0-7 of 16 rows × 64 bytes.
 llvm::Constant* tileConfig(llvm::Module& m) {
@@ -84,21 +95,37 @@ void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
     for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilezero, {imm(2 * i + j)});
   b.CreateBr(ready);
   b.SetInsertPoint(ready);
-  llvm::Value* aStride = b.CreateMul(kcPad, g.i64(2));  // bytes from one row of A to the next
+  llvm::Value* aStride = g.i64(kTileBytes);  // A's tiles are contiguous (one row: 32 k)
   llvm::Value* bStride = g.i64(int64_t{g.plan.nr} * 4);  // one panel row of k pairs
-  llvm::Value* aSecond = b.CreateMul(aStride, g.i64(kTileRows));
-  g.loop(g.i64(0), kcPad, kAmxK, "k", [&](llvm::Value* k) {
-    llvm::Value* aAt = bytes(a, b.CreateMul(k, g.i64(2)));
-    llvm::Value* bAt = bytes(bp, b.CreateMul(b.CreateLShr(k, g.i64(1)), bStride));
-    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kA0), aAt, aStride});
-    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kA1), bytes(aAt, aSecond), aStride});
-    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB0), bAt, bStride});
-    if (nv > 1) tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB1), bytes(bAt, g.i64(kTileBytes)), bStride});
-    for (int j = 0; j < nv; ++j) {
-      tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(j), imm(kA0), imm(j == 0 ? kB0 : kB1)});
-      tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(2 + j), imm(kA1), imm(j == 0 ? kB0 : kB1)});
-    }
-  });
+  llvm::Value* aSecond = g.i64(kTileRows * kTileBytes);
+  // A's tiles with tileloaddt1 (not kept) where B's panel fits L1 beside them; a deeper slice's
+  // B panel streams from L2 anyway, and A's panels, which every B panel of the block reads again,
+  // are then better kept (100×784·784×128, one slice of 800 k: 1T 40 → 44 µs with tileloaddt1).
+  auto kLoop = [&](llvm::Intrinsic::ID aLoad, const char* label) {
+    g.loop(g.i64(0), kcPad, kAmxK, label, [&](llvm::Value* k) {
+      llvm::Value* aAt = bytes(a, b.CreateMul(k, g.i64(2 * kAmxRows)));  // 2 KiB per step
+      llvm::Value* bAt = bytes(bp, b.CreateMul(b.CreateLShr(k, g.i64(1)), bStride));
+      tile(aLoad, {imm(kA0), aAt, aStride});
+      tile(aLoad, {imm(kA1), bytes(aAt, aSecond), aStride});
+      tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB0), bAt, bStride});
+      if (nv > 1) tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB1), bytes(bAt, g.i64(kTileBytes)), bStride});
+      for (int j = 0; j < nv; ++j) {
+        tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(j), imm(kA0), imm(j == 0 ? kB0 : kB1)});
+        tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(2 + j), imm(kA1), imm(j == 0 ? kB0 : kB1)});
+      }
+    });
+  };
+  auto* streamA = llvm::BasicBlock::Create(g.ctx, "a.stream", f);
+  auto* keepA = llvm::BasicBlock::Create(g.ctx, "a.keep", f);
+  auto* done = llvm::BasicBlock::Create(g.ctx, "k.done", f);
+  b.CreateCondBr(b.CreateICmpULE(kcPad, g.i64(kAmxStreamKc)), streamA, keepA);
+  b.SetInsertPoint(streamA);
+  kLoop(llvm::Intrinsic::x86_tileloaddt164, "k.stream");
+  b.CreateBr(done);
+  b.SetInsertPoint(keepA);
+  kLoop(llvm::Intrinsic::x86_tileloadd64, "k");
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilestored64, {imm(2 * i + j), cTile(i, j), cStride});
   b.CreateRetVoid();

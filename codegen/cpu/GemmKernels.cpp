@@ -112,8 +112,10 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   auto element = [&](llvm::Value* base, int offset) {
     return b.CreateConstInBoundsGEP1_64(g.elt, base, static_cast<uint64_t>(offset));
   };
-  // Emulated AMX tiles: A's panel holds its rows one after the other, kcPad / 2 pairs each.
-  llvm::Value* amxRowPairs = g.plan.amx ? b.CreateLShr(kc, g.i64(1)) : nullptr;
+  // Emulated AMX tiles: A's panel holds, per kAmxK k, its rows' kAmxK / 2 pairs one row after the
+  // other (StridedPacker::amxAt); the loop's pointer is at the step's pairs of row 0.
+  const bool amxA = g.plan.amx;
+  constexpr int kAmxPairs = kAmxK / 2;
   // A's rows in place: row i at a + i · lda, addressed from the first row of its group of four
   // (4g · lda further) plus 0, lda, 2 · lda (an index scaled by 8) or 3 · lda: three bases and two
   // index registers for twelve rows, and the k step in the displacement.
@@ -128,8 +130,7 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
                                   : b.CreateInBoundsGEP(g.elt, group, b.CreateMul(lda, g.i64(r)));
       return element(row, u);
     }
-    if (!amxRowPairs) return element(base, u * mr + i);
-    return b.CreateInBoundsGEP(g.elt, element(base, u), b.CreateMul(amxRowPairs, g.i64(i)));
+    return element(base, amxA ? u + kAmxPairs * i : u * mr + i);
   };
   // The loop state: k, the panels' pointers, the accumulators.
   struct State {
@@ -173,8 +174,13 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
       }
     }
     const int kPerStep = g.pairs ? 2 : 1;
-    State next{b.CreateAdd(now.k, g.i64(steps * kPerStep), "", /*HasNUW=*/true, /*HasNSW=*/true),
-               element(now.pa, aRows || amxRowPairs ? steps : steps * mr), element(now.pb, steps * nr), now.acc};
+    llvm::Value* nextK = b.CreateAdd(now.k, g.i64(steps * kPerStep), "", /*HasNUW=*/true, /*HasNSW=*/true);
+    llvm::Value* nextA = element(now.pa, aRows || amxA ? steps : steps * mr);
+    if (amxA) {  // past the step's last pair: on to the next step's tiles
+      llvm::Value* stepEnds = b.CreateICmpEQ(b.CreateURem(nextK, g.i64(kAmxK)), g.i64(0));
+      nextA = b.CreateInBoundsGEP(g.elt, nextA, b.CreateSelect(stepEnds, g.i64((kAmxRows - 1) * kAmxPairs), g.i64(0)));
+    }
+    State next{nextK, nextA, element(now.pb, steps * nr), now.acc};
     llvm::BasicBlock* latch = b.GetInsertBlock();
     phis[0]->addIncoming(next.k, latch);
     phis[1]->addIncoming(next.pa, latch);
@@ -320,9 +326,10 @@ class StridedPacker {
     b_.CreateRetVoid();
   }
 
-  /// A's panels in AMX tile rows (GemmAmx.cpp): each of a panel's kAmxRows rows holds its kcPad k
-  /// (a multiple of kAmxK) as bf16, one row after the other, zeros past kc and past the operand's
-  /// rows. With k contiguous in the source (A of A·B), each row is copied 32 k per vector.
+  /// A's panels in AMX tiles (GemmAmx.cpp): per kAmxK k of the slice (kcPad, a multiple of kAmxK),
+  /// the panel's kAmxRows rows of kAmxK bf16 one after the other — the step's two tiles, 1 KiB
+  /// each, contiguous (amxAt) — with zeros past kc and past the operand's rows. With k contiguous
+  /// in the source (A of A·B), each row's kAmxK k are copied as one vector.
   void amxKContiguous() {
     llvm::Type* v = g_.withLanes(store_, kAmxK);
     llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
@@ -331,12 +338,11 @@ class StridedPacker {
         llvm::Value* row = b_.CreateAdd(b_.CreateMul(p, w_), r);
         llvm::Value* valid = b_.CreateICmpSLT(row, rows_);
         llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateSelect(valid, row, g_.i64(0)), ld_));
-        llvm::Value* to = amxRow(p, r);
         g_.loop(g_.i64(0), kcPad_, kAmxK, "k", [&](llvm::Value* k) {
           llvm::Value* mask = b_.CreateAnd(below(b_.CreateSub(kc_, k), kAmxK), g_.splat(kAmxK, valid));
           llvm::Value* x = b_.CreateMaskedLoad(v, g_.at(store_, from, k), g_.storeAlign(), mask,
                                                llvm::Constant::getNullValue(v));
-          b_.CreateAlignedStore(x, g_.at(store_, to, k), g_.storeAlign());
+          b_.CreateAlignedStore(x, amxAt(p, r, k), g_.storeAlign());
         });
       });
     });
@@ -371,11 +377,9 @@ class StridedPacker {
         }
         first = transposeSquare(b_, std::move(first));
         second = transposeSquare(b_, std::move(second));
-        llvm::Value* column = b_.CreateLShr(k0, g_.i64(1));  // in pairs
         for (int r = 0; r < pairs; ++r) {
           for (auto [rows, at] : {std::pair{&first, r}, std::pair{&second, pairs + r}})
-            b_.CreateAlignedStore((*rows)[static_cast<size_t>(r)],
-                                  g_.at(b_.getInt32Ty(), amxRow(p, g_.i64(at)), column), llvm::Align(4));
+            b_.CreateAlignedStore((*rows)[static_cast<size_t>(r)], amxAt(p, g_.i64(at), k0), llvm::Align(4));
         }
       });
     });
@@ -383,9 +387,11 @@ class StridedPacker {
   }
 
  private:
-  /// Row r of panel p in AMX tile rows.
-  llvm::Value* amxRow(llvm::Value* p, llvm::Value* r) {
-    return g_.at(store_, g_.at(g_.elt, dst_, b_.CreateMul(p, panelElements_)), b_.CreateMul(r, kcPad_));
+  /// Row r, k k…k + kAmxK − 1 (k a multiple of kAmxK) of panel p in AMX tiles: kAmxRows · kAmxK
+  /// elements per step of k, kAmxK per row.
+  llvm::Value* amxAt(llvm::Value* p, llvm::Value* r, llvm::Value* k) {
+    llvm::Value* panel = g_.at(g_.elt, dst_, b_.CreateMul(p, panelElements_));
+    return g_.at(store_, panel, b_.CreateAdd(b_.CreateMul(k, g_.i64(kAmxRows)), b_.CreateMul(r, g_.i64(kAmxK))));
   }
 
   /// Source row k (rows contiguous): its first element.
