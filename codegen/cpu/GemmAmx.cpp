@@ -14,15 +14,15 @@
 // the pair path's own (a panel row holds NR k pairs, 128 bytes: tmm6 and tmm7 load its halves with
 // that stride). A's panels hold, per 32 k, the step's two tiles one after the other (GemmKernels.cpp's
 // amxKContiguous and amxRowsContiguous, StridedPacker::amxAt), so a panel is read as one
-// sequential stream, and A's tiles are loaded with tileloaddt1 (data not reused): the driver runs
-// a B panel against every A panel of the block, so B's panel should stay in L1 while A's stream
-// through it from L2. L2 fills L1 at about 32 bytes a cycle: on a Xeon with AMX (2026-12-01,
+// sequential stream, and A's tiles are loaded with tileloaddt1 (data not reused) where B's panel
+// fits L1 beside them (kAmxStreamKc): the driver runs a B panel against every A panel of the
+// block, so B's panel should stay in L1 while A's stream through it from L2. L2 fills L1 at about 32 bytes a cycle: on a Xeon with AMX (2026-12-01,
 // random bf16), a step of four tdpbf16ps took 26.7 ns with its tiles in L1, 29–30 with A's 2 KiB
 // streaming from L2 in tiles, 36–37 with A's rows kcPad · 2 bytes apart (32 scattered lines a
 // step), and 37–40 with both operands streaming, software prefetches or not. `kiln_gemm_tune
-// --bf16`, medians of three, 1 / 2 threads, GFLOP/s: rows and tileloadd → tiles and tileloaddt1,
-// 10000×1000·1000×512 760 / 1660 → 810 / 1720, 1024³ 785 / 1515 → 790 / 1505, Aᵀ·B over 10000
-// 750 / 1520 → 810 / 1640, 2048³ 785 / 1590 → 805 / 1600. C's tile
+// --bf16`, medians of three interleaved runs, 1 / 2 threads, GFLOP/s: rows and tileloadd →
+// tiles and tileloaddt1, 10000×1000·1000×512 769 / 1593 → 822 / 1715, 1024³ 784 / 1475 → 801 /
+// 1522, Aᵀ·B over 10000 746 / 1527 → 847 / 1703, 2048³ 799 / 1632 → 843 / 1675. C's tile
 // in the item's scratch is loaded (after the first slice) and stored with its row stride; a panel
 // of at most 16 columns uses tmm0 and tmm2 only. The tiles are configured (ldtilecfg from a
 // constant) when a thread starts its share of a contraction's items, the driver's chunk, and
@@ -30,7 +30,7 @@
 // outlives the contraction; nothing else in the chunk touches the tiles.
 //
 // VectorIsa::emulateAmx runs the same blocking and packing with the vector micro-kernel reading A's
-// tile rows (GemmKernels.cpp), which is how the tests check the layouts on CPUs without AMX; on a
+// tiles (GemmKernels.cpp), which is how the tests check the layouts on CPUs without AMX; on a
 // CPU with AMX, `Gemm.AmxTiles` compares the two.
 #include "codegen/cpu/GemmEmitter.h"
 
