@@ -47,6 +47,9 @@ constexpr int kTileRows = 16, kTileBytes = 64;  // of every tile used here
 constexpr uint8_t kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7;
 // The deepest slice whose B panel (64 bytes per k) fits L1 beside A's streaming tiles: 40 KiB.
 constexpr int64_t kAmxStreamKc = 640;
+// The shallowest slice whose A block (GemmBlocking.cpp's 4–5 panels of 64 bytes per k) no longer
+// fits L1 with B's panel: shallower, A's block stays in L1 for every B panel of the item.
+constexpr int64_t kAmxStreamKcLeast = 256;
 
 /// The 64-byte tile configuration: palette 1, tiles 0-7 of 16 rows × 64 bytes.
 llvm::Constant* tileConfig(llvm::Module& m) {
@@ -98,9 +101,10 @@ void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   llvm::Value* aStride = g.i64(kTileBytes);  // A's tiles are contiguous (one row: 32 k)
   llvm::Value* bStride = g.i64(int64_t{g.plan.nr} * 4);  // one panel row of k pairs
   llvm::Value* aSecond = g.i64(kTileRows * kTileBytes);
-  // A's tiles with tileloaddt1 (not kept) where B's panel fits L1 beside them; a deeper slice's
-  // B panel streams from L2 anyway, and A's panels, which every B panel of the block reads again,
-  // are then better kept (100×784·784×128, one slice of 800 k: 1T 40 → 44 µs with tileloaddt1).
+  // A's tiles with tileloaddt1 (not kept) where B's panel fits L1 beside them and A's block does
+  // not (kAmxStreamKcLeast … kAmxStreamKc); a deeper slice's B panel streams from L2 anyway, and
+  // A's panels, which every B panel of the block reads again, are then better kept
+  // (100×784·784×128, one slice of 800 k: 1T 40 → 44 µs with tileloaddt1).
   auto kLoop = [&](llvm::Intrinsic::ID aLoad, const char* label) {
     g.loop(g.i64(0), kcPad, kAmxK, label, [&](llvm::Value* k) {
       llvm::Value* aAt = bytes(a, b.CreateMul(k, g.i64(2 * kAmxRows)));  // 2 KiB per step
@@ -118,7 +122,8 @@ void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   auto* streamA = llvm::BasicBlock::Create(g.ctx, "a.stream", f);
   auto* keepA = llvm::BasicBlock::Create(g.ctx, "a.keep", f);
   auto* done = llvm::BasicBlock::Create(g.ctx, "k.done", f);
-  b.CreateCondBr(b.CreateICmpULE(kcPad, g.i64(kAmxStreamKc)), streamA, keepA);
+  b.CreateCondBr(b.CreateAnd(b.CreateICmpUGE(kcPad, g.i64(kAmxStreamKcLeast)), b.CreateICmpULE(kcPad, g.i64(kAmxStreamKc))),
+                 streamA, keepA);
   b.SetInsertPoint(streamA);
   kLoop(llvm::Intrinsic::x86_tileloaddt164, "k.stream");
   b.CreateBr(done);

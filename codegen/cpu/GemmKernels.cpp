@@ -329,17 +329,20 @@ class StridedPacker {
   /// A's panels in AMX tiles (GemmAmx.cpp): per kAmxK k of the slice (kcPad, a multiple of kAmxK),
   /// the panel's kAmxRows rows of kAmxK bf16 one after the other — the step's two tiles, 1 KiB
   /// each, contiguous (amxAt) — with zeros past kc and past the operand's rows. With k contiguous
-  /// in the source (A of A·B), each row's kAmxK k are copied as one vector.
+  /// in the source (A of A·B), each row's kAmxK k are copied as one vector, a step's rows one after
+  /// the other so that the panel is written in order (`kiln_gemm_tune --bf16 10000 512 1000`, 1T:
+  /// 795 → 840 GFLOP/s against a row's steps one after the other).
   void amxKContiguous() {
     llvm::Type* v = g_.withLanes(store_, kAmxK);
     llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
     g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
-      g_.loop(g_.i64(0), w_, 1, "r", [&](llvm::Value* r) {
-        llvm::Value* row = b_.CreateAdd(b_.CreateMul(p, w_), r);
-        llvm::Value* valid = b_.CreateICmpSLT(row, rows_);
-        llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateSelect(valid, row, g_.i64(0)), ld_));
-        g_.loop(g_.i64(0), kcPad_, kAmxK, "k", [&](llvm::Value* k) {
-          llvm::Value* mask = b_.CreateAnd(below(b_.CreateSub(kc_, k), kAmxK), g_.splat(kAmxK, valid));
+      g_.loop(g_.i64(0), kcPad_, kAmxK, "k", [&](llvm::Value* k) {  // the step's 2 KiB in order
+        llvm::Value* kValid = below(b_.CreateSub(kc_, k), kAmxK);
+        g_.loop(g_.i64(0), w_, 1, "r", [&](llvm::Value* r) {
+          llvm::Value* row = b_.CreateAdd(b_.CreateMul(p, w_), r);
+          llvm::Value* valid = b_.CreateICmpSLT(row, rows_);
+          llvm::Value* from = g_.at(store_, src_, b_.CreateMul(b_.CreateSelect(valid, row, g_.i64(0)), ld_));
+          llvm::Value* mask = b_.CreateAnd(kValid, g_.splat(kAmxK, valid));
           llvm::Value* x = b_.CreateMaskedLoad(v, g_.at(store_, from, k), g_.storeAlign(), mask,
                                                llvm::Constant::getNullValue(v));
           b_.CreateAlignedStore(x, amxAt(p, r, k), g_.storeAlign());
