@@ -12,17 +12,18 @@
 //
 // per 32 k: four tile loads and four tdpbf16ps (each 16 · 16 · 32 multiply-adds). B's panels are
 // the pair path's own (a panel row holds NR k pairs, 128 bytes: tmm6 and tmm7 load its halves with
-// that stride). A's panels hold, per 32 k, the step's two tiles one after the other (GemmKernels.cpp's
-// amxKContiguous and amxRowsContiguous, StridedPacker::amxAt), so a panel is read as one
-// sequential stream, and A's tiles are loaded with tileloaddt1 (data not reused) where B's panel
-// fits L1 beside them (kAmxStreamKc): the driver runs a B panel against every A panel of the
-// block, so B's panel should stay in L1 while A's stream through it from L2. L2 fills L1 at about 32 bytes a cycle: on a Xeon with AMX (2026-12-01,
-// random bf16), a step of four tdpbf16ps took 26.7 ns with its tiles in L1, 29–30 with A's 2 KiB
-// streaming from L2 in tiles, 36–37 with A's rows kcPad · 2 bytes apart (32 scattered lines a
-// step), and 37–40 with both operands streaming, software prefetches or not. `kiln_gemm_tune
-// --bf16`, medians of three interleaved runs, 1 / 2 threads, GFLOP/s: rows and tileloadd →
-// tiles and tileloaddt1, 10000×1000·1000×512 769 / 1593 → 822 / 1715, 1024³ 784 / 1475 → 801 /
-// 1522, Aᵀ·B over 10000 746 / 1527 → 847 / 1703, 2048³ 799 / 1632 → 843 / 1675. C's tile
+// that stride). A's panels hold, per 32 k, the step's two tiles one after the other
+// (GemmKernels.cpp's amxKContiguous and amxRowsContiguous, StridedPacker::amxAt), so a panel is
+// read as one sequential stream, and A's tiles are loaded with tileloaddt1 (data not reused) for
+// slices of kAmxStreamKcLeast … kAmxStreamKc k: the driver runs a B panel against every A panel
+// of the block, so B's panel should stay in L1 while A's stream past it from L2. L2 fills L1 at
+// about 32 bytes a cycle: on a Xeon with AMX (2026-12-01, random bf16), a step of four tdpbf16ps
+// took 26.7 ns with its tiles in L1, 29–30 with A's 2 KiB streaming from L2 in tiles, 36–37 with
+// A's rows kcPad · 2 bytes apart (32 scattered lines a step), and 37–40 with both operands
+// streaming, software prefetches or not. `kiln_gemm_tune --bf16`, medians of three interleaved
+// runs, 1 / 2 threads, GFLOP/s: rows and tileloadd → tiles and tileloaddt1, 10000×1000·1000×512
+// 769 / 1593 → 822 / 1715, 1024³ 784 / 1475 → 801 / 1522, Aᵀ·B over 10000 746 / 1527 → 847 /
+// 1703, 2048³ 799 / 1632 → 843 / 1675. C's tile
 // in the item's scratch is loaded (after the first slice) and stored with its row stride; a panel
 // of at most 16 columns uses tmm0 and tmm2 only. The tiles are configured (ldtilecfg from a
 // constant) when a thread starts its share of a contraction's items, the driver's chunk, and
@@ -122,8 +123,9 @@ void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
   auto* streamA = llvm::BasicBlock::Create(g.ctx, "a.stream", f);
   auto* keepA = llvm::BasicBlock::Create(g.ctx, "a.keep", f);
   auto* done = llvm::BasicBlock::Create(g.ctx, "k.done", f);
-  b.CreateCondBr(b.CreateAnd(b.CreateICmpUGE(kcPad, g.i64(kAmxStreamKcLeast)), b.CreateICmpULE(kcPad, g.i64(kAmxStreamKc))),
-                 streamA, keepA);
+  llvm::Value* stream =
+      b.CreateAnd(b.CreateICmpUGE(kcPad, g.i64(kAmxStreamKcLeast)), b.CreateICmpULE(kcPad, g.i64(kAmxStreamKc)));
+  b.CreateCondBr(stream, streamA, keepA);
   b.SetInsertPoint(streamA);
   kLoop(llvm::Intrinsic::x86_tileloaddt164, "k.stream");
   b.CreateBr(done);

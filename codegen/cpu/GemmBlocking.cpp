@@ -191,10 +191,11 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   // AMX tiles take deeper slices (kAmxKc, so that a K of up to 864 is one slice): each slice
   // costs every micro-kernel call a round trip of its C tile (four tile loads and four stores,
   // 8 KiB) that its tdpbf16ps wait on: on a Xeon with AMX (2026-12-01), 1024³ on one thread ran
-  // about 20 % faster with the round trips left out (and the result wrong). `kiln_gemm_tune --bf16`, 384 → 576 (medians, 1 / 2 threads): 100×784·784×128
-  // 47 → 40 / 26 → 24 µs; 2048³ 715 → 765–790 / 1440 → 1570–1600 GFLOP/s; Aᵀ·B of 10000×1000
-  // by 10000×512 1T the same, 2T 1420–1440 → 1550–1590. Slices of 768 and 1024 (a B panel of
-  // 64 KiB, past L1) lost 10–15 % on that Aᵀ·B.
+  // about 20 % faster with the round trips left out (and the result wrong). `kiln_gemm_tune
+  // --bf16`, 384 → 576 (medians, 1 / 2 threads): 100×784·784×128 47 → 40 / 26 → 24 µs; 2048³
+  // 715 → 765–790 / 1440 → 1570–1600 GFLOP/s; Aᵀ·B of 10000×1000 by 10000×512 1T the same, 2T
+  // 1420–1440 → 1550–1590. Slices of 768 and 1024 (a B panel of 64 KiB, past L1) lost 10–15 %
+  // on that Aᵀ·B.
   const int64_t kcOwn = p.amx ? kAmxKc : (isa.avx512 ? 192 : 256) * (pairs ? 2 : 1);
   const int64_t kcMost = roundUp(kcWanted > 0 ? kcWanted : isa.gemmKc > 0 ? isa.gemmKc : kcOwn, p.kUnit);
   const int64_t mbMost = isa.gemmMb > 0 ? isa.gemmMb : 144, nbMost = isa.gemmNb > 0 ? isa.gemmNb : 512 * 4 / bytes;
