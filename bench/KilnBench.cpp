@@ -58,13 +58,15 @@ int gIdleUs = 0;  // --idle-us
 cpu::Jit* gJit = nullptr;
 
 /// Median milliseconds per run of `program` after two warm-up runs, over at least 5 runs and
-/// `minSeconds` (with --idle-us, each run after that long a sleep).
+/// `minSeconds`, and at most 10000 runs unless `minSeconds` is above 1 (profiling a
+/// microsecond-long kernel; with --idle-us, each run after that long a sleep).
 template <typename Run>
 std::pair<double, int> timeRuns(Run&& run, double minSeconds) {
   for (int i = 0; i < 2; ++i) run();
   std::vector<double> times;
+  const double most = minSeconds > 1.0 ? 1e9 : 10000;
   auto start = Clock::now();
-  while (times.size() < 5 || (msSince(start) < minSeconds * 1000 && times.size() < 10000)) {
+  while (times.size() < 5 || (msSince(start) < minSeconds * 1000 && static_cast<double>(times.size()) < most)) {
     if (gIdleUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(gIdleUs));
     auto t0 = Clock::now();
     run();

@@ -5,6 +5,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
 
 #include <cmath>
 #include <limits>
@@ -65,6 +66,14 @@ llvm::Value* splatInt(llvm::IRBuilderBase& b, llvm::Type* type, uint64_t value) 
   return llvm::ConstantInt::get(type, value);  // splats for vector types
 }
 
+constexpr const char* kNativeBf16Flag = "kiln.bf16.vcvtneps2bf16";
+
+/// Whether `v`, a vector, rounds to bf16 with vcvtneps2bf16 (setNativeBf16Rounding).
+bool nativeBf16(llvm::IRBuilderBase& b, llvm::Value* v) {
+  const llvm::BasicBlock* at = b.GetInsertBlock();
+  return v->getType()->isVectorTy() && at && at->getModule() && at->getModule()->getModuleFlag(kNativeBf16Flag);
+}
+
 /// bf16 rounding of float bits: nearest even, overflow to inf, NaN kept quiet. Returns the float
 /// bits with the low 16 cleared.
 llvm::Value* bf16RoundBits(llvm::IRBuilderBase& b, llvm::Value* f) {
@@ -96,6 +105,8 @@ llvm::Value* roundToOdd(llvm::IRBuilderBase& b, llvm::Value* d) {
 
 }  // namespace
 
+void setNativeBf16Rounding(llvm::Module& m) { m.addModuleFlag(llvm::Module::Error, kNativeBf16Flag, 1); }
+
 llvm::Value* fromStorage(llvm::IRBuilderBase& b, DType t, llvm::Value* stored) {
   llvm::Type* st = stored->getType();
   switch (t) {
@@ -115,8 +126,10 @@ llvm::Value* toStorage(llvm::IRBuilderBase& b, DType t, llvm::Value* v) {
   switch (t) {
     case DType::f16: return b.CreateBitCast(b.CreateFPTrunc(v, sameShape(vt, b.getHalfTy())), sameShape(vt, b.getInt16Ty()));
     case DType::bf16: {
+      // Already representable: the conversion is exact (and folds into roundTo's before it).
+      if (nativeBf16(b, v)) return b.CreateBitCast(b.CreateFPTrunc(v, sameShape(vt, b.getBFloatTy())), sameShape(vt, b.getInt16Ty()));
       llvm::Type* it = sameShape(vt, b.getInt32Ty());
-      llvm::Value* bits = b.CreateBitCast(v, it);  // already representable: the high half is exact
+      llvm::Value* bits = b.CreateBitCast(v, it);  // the high half is exact
       return b.CreateTrunc(b.CreateLShr(bits, splatInt(b, it, 16)), sameShape(vt, b.getInt16Ty()));
     }
     case DType::i32: return b.CreateTrunc(v, sameShape(vt, b.getInt32Ty()));
@@ -129,7 +142,9 @@ llvm::Value* roundTo(llvm::IRBuilderBase& b, DType t, llvm::Value* v) {
   llvm::Type* vt = v->getType();
   switch (t) {
     case DType::f16: return b.CreateFPExt(b.CreateFPTrunc(v, sameShape(vt, b.getHalfTy())), vt);
-    case DType::bf16: return b.CreateBitCast(bf16RoundBits(b, v), vt);
+    case DType::bf16:
+      if (nativeBf16(b, v)) return b.CreateFPExt(b.CreateFPTrunc(v, sameShape(vt, b.getBFloatTy())), vt);
+      return b.CreateBitCast(bf16RoundBits(b, v), vt);
     case DType::i32: return b.CreateSExt(b.CreateTrunc(v, sameShape(vt, b.getInt32Ty())), vt);
     default: return v;
   }

@@ -1,5 +1,6 @@
 #include "codegen/cpu/Program.h"
 
+#include "codegen/cpu/Elements.h"
 #include "codegen/cpu/Gemm.h"
 #include "codegen/cpu/Jit.h"
 #include "codegen/cpu/KernelAbi.h"
@@ -113,7 +114,11 @@ struct Rendered {
 /// Lowers the graph's kernels and renders them into one module; `link`: the module declares the
 /// Jit's prebuilt GEMM routines instead of defining them (PrebuiltGemm.h). `object`: for a library
 /// (`kiln aot`), which never uses AMX tiles: its runtime does not ask Linux for the tile data.
-Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link, bool object = false) {
+/// `flushes`: the program runs with subnormals flushed (ProgramOptions::denormals), so its bf16
+/// roundings may take vcvtneps2bf16 (setNativeBf16Rounding); a library learns its mode only when
+/// it starts, and keeps the integer sequence.
+Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link, bool object = false,
+                bool flushes = false) {
   Rendered r;
   auto t0 = Clock::now();
   r.kernels = kernels::lowerGraph(graph);
@@ -124,6 +129,7 @@ Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link
   VectorIsa isa = isaOf(jit);
   if (link) isa.linkedGemm = jit.prebuiltGemm();
   if (object) isa.amx = isa.emulateAmx = false;
+  if (flushes && isa.avx512bf16 && isa.avx512) setNativeBf16Rounding(*r.module);
   for (const kernels::Kernel& k : r.kernels) {
     renderKernel(*r.module, k, isa);
     stats.bf16PairContractions += k.hasContraction && contractionUsesBf16Pairs(k, isa);
@@ -238,7 +244,8 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   jit.defineSymbol("kiln_parallel_for", reinterpret_cast<const void*>(&kiln_parallel_for));
 
   // A dumping compile shows every routine's code: it compiles them into the module (the same IR).
-  Rendered r = render(I.graph, jit, I.stats, /*link=*/options.dumpDir.empty());
+  Rendered r = render(I.graph, jit, I.stats, /*link=*/options.dumpDir.empty(), /*object=*/false,
+                      /*flushes=*/options.denormals == Denormals::Flush);
   I.layout = layOut(I.graph, r.kernels, isaOf(jit));
   I.stats.scratchBytes = I.layout.scratchBytes(pool.threads());
 
