@@ -500,3 +500,49 @@ TEST(CpuBackend, SubnormalsFlushedUnlessKept) {
   }
   EXPECT_EQ(cpu::ProgramOptions{}.denormals, denormalsFromEnvironment());
 }
+
+// f32 → bf16 rounding: to nearest even, NaNs kept and quiet, overflow to infinity, in both modes
+// and on every lane (257: whole vectors and a tail). Subnormals are kept with Denormals::Keep; a
+// program that flushes takes vcvtneps2bf16 on a CPU with AVX512-BF16 (setNativeBf16Rounding),
+// which writes them as zero, and keeps them elsewhere.
+TEST(CpuBackend, Bf16RoundingToNearestEven) {
+  constexpr int64_t n = 257;
+  const uint32_t bits[] = {
+      0x3F808000u,  // 1 + 2^-8: a tie, down to the even 1
+      0x3F818000u,  // 1 + 3 · 2^-8: a tie, up to the even 1 + 2^-6
+      0x3F808001u,  // just above the tie: up
+      0xBF818000u,  // −(1 + 3 · 2^-8): a tie, up in magnitude to the even
+      0x7F7FFFFFu,  // the largest float: to infinity
+      0xFF7F8000u,  // a tie past bf16's largest: to −infinity
+      0x7FA00001u,  // a signalling NaN: quiet, its payload's top bits kept
+      0xFFC00000u,  // −NaN
+      0x80000000u,  // −0
+      0x00000001u,  // the smallest subnormal
+      0x807FFFFFu,  // the largest negative subnormal: −(smallest normal) when kept
+  };
+  constexpr int64_t subnormalsFrom = 9;
+  const uint16_t want[] = {0x3F80, 0x3F82, 0x3F81, 0xBF82, 0x7F80, 0xFF80, 0x7FE0, 0xFFC0, 0x8000, 0x0000, 0x8080};
+  constexpr int64_t cases = sizeof(bits) / sizeof(bits[0]);
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(&x[static_cast<size_t>(i)], &bits[i % cases], 4);
+  ir::Graph g = ir::parseGraph(fmt::format("graph @g {{\n  input %x : f32[{0}]\n"
+                                           "  %y = cast(%x) {{dtype=bf16}} : bf16[{0}]\n  output %y = %y\n}}\n", n),
+                               "bf16round.kir");
+  interp::TensorMap in{{"x", rt::HostTensor::fromVector(DType::f32, {n}, x)}};
+  const cpu::VectorIsa isa = cpu::isaOf(cpu::Jit::host());
+  const bool native = isa.avx512 && isa.avx512bf16;
+  for (Denormals mode : {Denormals::Keep, Denormals::Flush}) {
+    cpu::ProgramOptions o;
+    o.pool = &pool(2);
+    o.denormals = mode;
+    const rt::HostTensor got = cpu::Program::compile(g, o)->run(in).at("y");
+    ASSERT_EQ(got.dtype(), DType::bf16);
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t y = 0;
+      std::memcpy(&y, static_cast<const uint8_t*>(got.data()) + 2 * i, 2);
+      const int64_t c = i % cases;
+      const bool flushed = mode == Denormals::Flush && native && c >= subnormalsFrom;
+      EXPECT_EQ(y, flushed ? want[c] & 0x8000 : want[c]) << fmt::format("{:08x} at {} ({})", bits[c], i, mode == Denormals::Keep ? "keep" : "flush");
+    }
+  }
+}
