@@ -75,9 +75,9 @@ void amxConfigure(GemmBuilder& g) { g.b.CreateIntrinsic(llvm::Intrinsic::x86_ldt
 
 void amxRelease(GemmBuilder& g) { g.b.CreateIntrinsic(llvm::Intrinsic::x86_tilerelease, {}, {}); }
 
-void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
+void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   llvm::IRBuilder<>& b = g.b;
-  llvm::Value *kcPad = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
+  llvm::Value *kc = f->getArg(0), *a = f->getArg(1), *bp = f->getArg(2), *c = f->getArg(3), *ldc = f->getArg(4);
   auto tile = [&](llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) { b.CreateIntrinsic(id, {}, args); };
   auto imm = [&](int t) { return b.getInt8(static_cast<uint8_t>(t)); };
   auto bytes = [&](llvm::Value* base, llvm::Value* offset) { return b.CreateInBoundsGEP(b.getInt8Ty(), base, offset); };
@@ -99,40 +99,66 @@ void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv) {
     for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilezero, {imm(2 * i + j)});
   b.CreateBr(ready);
   b.SetInsertPoint(ready);
-  llvm::Value* aStride = g.i64(kTileBytes);  // A's tiles are contiguous (one row: 32 k)
   llvm::Value* bStride = g.i64(int64_t{g.plan.nr} * 4);  // one panel row of k pairs
-  llvm::Value* aSecond = g.i64(kTileRows * kTileBytes);
-  // A's tiles with tileloaddt1 (not kept) where B's panel fits L1 beside them and A's block does
-  // not (kAmxStreamKcLeast … kAmxStreamKc); a deeper slice's B panel streams from L2 anyway, and
-  // A's panels, which every B panel of the block reads again, are then better kept
-  // (100×784·784×128, one slice of 800 k: 1T 40 → 44 µs with tileloaddt1).
-  auto kLoop = [&](llvm::Intrinsic::ID aLoad, const char* label) {
-    g.loop(g.i64(0), kcPad, kAmxK, label, [&](llvm::Value* k) {
-      llvm::Value* aAt = bytes(a, b.CreateMul(k, g.i64(2 * kAmxRows)));  // 2 KiB per step
-      llvm::Value* bAt = bytes(bp, b.CreateMul(b.CreateLShr(k, g.i64(1)), bStride));
-      tile(aLoad, {imm(kA0), aAt, aStride});
-      tile(aLoad, {imm(kA1), bytes(aAt, aSecond), aStride});
-      tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB0), bAt, bStride});
-      if (nv > 1) tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB1), bytes(bAt, g.i64(kTileBytes)), bStride});
-      for (int j = 0; j < nv; ++j) {
-        tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(j), imm(kA0), imm(j == 0 ? kB0 : kB1)});
-        tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(2 + j), imm(kA1), imm(j == 0 ? kB0 : kB1)});
-      }
-    });
+  // One tile product step at k: A's two tiles (rows 0–15 at a0, 16–31 at a1, rows aStride bytes
+  // apart), then B's k pairs from row k / 2 of its panel.
+  auto step = [&](llvm::Intrinsic::ID aLoad, llvm::Value* a0, llvm::Value* a1, llvm::Value* aStride, llvm::Value* k) {
+    llvm::Value* bAt = bytes(bp, b.CreateMul(b.CreateLShr(k, g.i64(1)), bStride));
+    tile(aLoad, {imm(kA0), a0, aStride});
+    tile(aLoad, {imm(kA1), a1, aStride});
+    tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB0), bAt, bStride});
+    if (nv > 1) tile(llvm::Intrinsic::x86_tileloadd64, {imm(kB1), bytes(bAt, g.i64(kTileBytes)), bStride});
+    for (int j = 0; j < nv; ++j) {
+      tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(j), imm(kA0), imm(j == 0 ? kB0 : kB1)});
+      tile(llvm::Intrinsic::x86_tdpbf16ps, {imm(2 + j), imm(kA1), imm(j == 0 ? kB0 : kB1)});
+    }
   };
-  auto* streamA = llvm::BasicBlock::Create(g.ctx, "a.stream", f);
-  auto* keepA = llvm::BasicBlock::Create(g.ctx, "a.keep", f);
-  auto* done = llvm::BasicBlock::Create(g.ctx, "k.done", f);
-  llvm::Value* stream =
-      b.CreateAnd(b.CreateICmpUGE(kcPad, g.i64(kAmxStreamKcLeast)), b.CreateICmpULE(kcPad, g.i64(kAmxStreamKc)));
-  b.CreateCondBr(stream, streamA, keepA);
-  b.SetInsertPoint(streamA);
-  kLoop(llvm::Intrinsic::x86_tileloaddt164, "k.stream");
-  b.CreateBr(done);
-  b.SetInsertPoint(keepA);
-  kLoop(llvm::Intrinsic::x86_tileloadd64, "k");
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
+  llvm::Value* tileStride = g.i64(kTileBytes);  // a packed tile's rows: 32 k each
+  llvm::Value* aSecond = g.i64(kTileRows * kTileBytes);
+  if (aRows) {
+    // A's rows in place (Blocking::aInPlace): kc's whole steps straight from them, lda · 2 bytes
+    // apart, and its last kc mod 32 k, if any, from the packed tiles at `tails` (zero past kc,
+    // as B's panel is).
+    llvm::Value* rowStride = b.CreateMul(f->getArg(6), g.i64(2));
+    llvm::Value* whole = b.CreateAnd(kc, g.i64(-kAmxK));
+    llvm::Value* a1 = bytes(a, b.CreateMul(rowStride, g.i64(kTileRows)));
+    g.loop(g.i64(0), whole, kAmxK, "k.rows", [&](llvm::Value* k) {
+      llvm::Value* at = b.CreateMul(k, g.i64(2));
+      step(llvm::Intrinsic::x86_tileloadd64, bytes(a, at), bytes(a1, at), rowStride, k);
+    });
+    auto* rest = llvm::BasicBlock::Create(g.ctx, "k.tail", f);
+    auto* restDone = llvm::BasicBlock::Create(g.ctx, "k.tail.done", f);
+    b.CreateCondBr(b.CreateICmpNE(whole, kc), rest, restDone);
+    b.SetInsertPoint(rest);
+    llvm::Value* tails = f->getArg(7);
+    step(llvm::Intrinsic::x86_tileloadd64, tails, bytes(tails, aSecond), tileStride, whole);
+    b.CreateBr(restDone);
+    b.SetInsertPoint(restDone);
+  } else {
+    // A's tiles with tileloaddt1 (not kept) where B's panel fits L1 beside them and A's block does
+    // not (kAmxStreamKcLeast … kAmxStreamKc); a deeper slice's B panel streams from L2 anyway, and
+    // A's panels, which every B panel of the block reads again, are then better kept
+    // (100×784·784×128, one slice of 800 k: 1T 40 → 44 µs with tileloaddt1).
+    auto kLoop = [&](llvm::Intrinsic::ID aLoad, const char* label) {
+      g.loop(g.i64(0), kc, kAmxK, label, [&](llvm::Value* k) {
+        llvm::Value* aAt = bytes(a, b.CreateMul(k, g.i64(2 * kAmxRows)));  // 2 KiB per step
+        step(aLoad, aAt, bytes(aAt, aSecond), tileStride, k);
+      });
+    };
+    auto* streamA = llvm::BasicBlock::Create(g.ctx, "a.stream", f);
+    auto* keepA = llvm::BasicBlock::Create(g.ctx, "a.keep", f);
+    auto* done = llvm::BasicBlock::Create(g.ctx, "k.done", f);
+    llvm::Value* stream =
+        b.CreateAnd(b.CreateICmpUGE(kc, g.i64(kAmxStreamKcLeast)), b.CreateICmpULE(kc, g.i64(kAmxStreamKc)));
+    b.CreateCondBr(stream, streamA, keepA);
+    b.SetInsertPoint(streamA);
+    kLoop(llvm::Intrinsic::x86_tileloaddt164, "k.stream");
+    b.CreateBr(done);
+    b.SetInsertPoint(keepA);
+    kLoop(llvm::Intrinsic::x86_tileloadd64, "k");
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+  }
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < nv; ++j) tile(llvm::Intrinsic::x86_tilestored64, {imm(2 * i + j), cTile(i, j), cStride});
   b.CreateRetVoid();

@@ -20,6 +20,7 @@ constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
 constexpr int64_t kShallowSlice = 48;               // a slice this shallow hands each panel to the epilogue
+constexpr int64_t kAmxInPlacePanels = 4;            // AMX: B panels per block that A read in place may serve
 
 /// Whether every batch reads the same elements of `op`: its index, bounds and quotients do not
 /// depend on a batch coordinate of more than one value (a convolution's weights).
@@ -311,6 +312,26 @@ bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, Ac
          !rowsShareL1Sets(s->row * accBytes(acc), p.mr, isa);
 }
 
+/// Whether the AMX tile kernel reads A's whole register tiles of rows in place (tileloadd with A's
+/// row stride; GemmAmx.cpp): bf16 A strided with its k contiguous, its rows in enough sets of L1,
+/// on native tiles (the emulated kernel reads packed tiles only), and its packing not paid back:
+/// a block of A that fits two thirds of L1 (its tiles then load from L1 wherever they lie), or
+/// one read by at most kAmxInPlacePanels panels of B. A block streamed from L2 loads slower as
+/// rows 2 · lda bytes apart than as packed tiles (29–30 → 36–37 ns a step: GemmAmx.cpp), which
+/// more panels of B pay again and again. On a Xeon with AMX (2026-12-01), `kiln_bench --filter
+/// /bf16`, best of two, packed → in place: 1T 100×784·784×128 (four panels) 33.6 → 29.8 µs, 64×64·64×32
+/// 1.1 → 0.6 µs, 100×128·(784×128)ᵀ (K 128: A in L1) 30.7 → 30.0 µs; but 512³ (16 panels) 0.243 →
+/// 0.270 ms, 10000×256·512 (8) 2.28 → 2.61 ms, 10000×1000·512 10.3 → 14.1 ms.
+bool amxRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, const VectorIsa& isa) {
+  const std::optional<Strides> s = sharedStrides(f, true);
+  if (!p.amx || !isa.amx || isa.emulateAmx || isa.gemmPackA || dtype != DType::bf16 || !s || s->k != 1 ||
+      s->row == 1 || rowsShareL1Sets(s->row * 2, p.mr, isa))
+    return false;
+  const int64_t l1Bytes = int64_t{isa.l1Sets} * isa.l1Ways * isa.l1Line;
+  const bool blockInL1 = std::min(p.mb, f.m) * p.kc * 2 <= l1Bytes * 2 / 3;
+  return blockInL1 || ceilDiv(std::min(p.nb, f.n), p.nr) <= kAmxInPlacePanels;
+}
+
 /// The K slice nearest to `kc` (from half of it to a quarter more) that divides `run` and is a
 /// multiple of `unit`; 0 where there is none.
 int64_t sliceInRun(int64_t run, int64_t kc, int unit) {
@@ -324,7 +345,7 @@ int64_t sliceInRun(int64_t run, int64_t kc, int unit) {
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
   if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p = packedBlocking(f, acc, isa, dtype);
-  p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa);
+  p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa) || amxRowsInPlace(f, p, dtype, isa);
   // A in runs: read in place too, with K slices that divide the run (cnn's weight gradients: of
   // the first convolution, 32×9 over K 64·784 in slices of 196 instead of 192; `kiln explain
   // cnn --train --measure`: see Gemm.cpp's file comment).
@@ -341,6 +362,8 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   if (p.aInPlace) {  // only a block's last, partial register tile of rows is packed
     p.reuseA = false;
     p.packABytes = packedBytes(1, p.mr, p.mr, p.kc, accBytes(acc), p.lanes);
+    // On AMX tiles, after it: the in-place panels' last, partial tile products (GemmDriver.cpp's aTails).
+    if (p.amx) p.packABytes += packedBytes(1, p.mb, p.mr, kAmxK, accBytes(acc), p.lanes);
   }
   return p;
 }

@@ -159,7 +159,8 @@ std::array<llvm::Value*, 3> kSlice(GemmBuilder& g, llvm::Value* kb, llvm::Value*
 struct APanels {
   llvm::Value* inPlace;     // i1: desc::AInPlace
   llvm::Value* rows;        // A at the block's first row and the slice's first k, in place
-  llvm::Value* lda;         // A's row stride
+  llvm::Value* rowBytes;    // A's row stride in bytes
+  llvm::Value* lda;         // and in elements
   llvm::Value* fullPanels;  // the panels read in place (0 unless inPlace)
 };
 
@@ -182,15 +183,43 @@ APanels aPanels(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* 
       inRuns,
       b.CreateAdd(b.CreateMul(runs, desc::load(b, d, desc::ARunStride)), b.CreateSub(k0, b.CreateMul(runs, divisor))),
       k0);
-  // Not `inbounds`: with A packed, the offset may lie outside its buffer.
-  llvm::Value* at = b.CreateGEP(g.elt, buffer, b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), kOffset)));
+  // Not `inbounds`: with A packed, the offset may lie outside its buffer. In bytes: the drivers
+  // serve every operand type of their accumulator (bf16 and f32 alike).
+  llvm::Value* elementBytes = desc::load(b, d, desc::ElementBytes);
+  llvm::Value* at = b.CreateGEP(
+      b.getInt8Ty(), buffer,
+      b.CreateMul(b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), kOffset)), elementBytes));
   llvm::Value* full = b.CreateSelect(inPlace, b.CreateUDiv(rows, g.i64(g.plan.mr)), g.i64(0));
-  return {inPlace, at, lda, full};
+  return {inPlace, at, b.CreateMul(lda, elementBytes), lda, full};
 }
 
-/// Packs the panels of A that `a` does not read in place (rows from m0 + fullPanels · MR), if any.
-void packAPanels(GemmBuilder& g, const APanels& a, llvm::Value* m0, llvm::Value* rows,
-                 const std::function<void(llvm::Value*, llvm::Value*)>& pack) {
+/// Where, on AMX tiles, the in-place panels' last, partial steps are packed (one step of kAmxK k
+/// per panel, after the first panel of A packed with kcPad k).
+llvm::Value* aTails(GemmBuilder& g, llvm::Value* packedA, llvm::Value* kcPad) {
+  return g.b.CreateInBoundsGEP(g.elt, packedA,
+                               g.b.CreateAdd(g.b.CreateMul(kcPad, g.i64(g.plan.mr)), g.i64(g.plan.lanes)));
+}
+
+/// The packing of rows [r0, r0 + rows) and k [k0, k0 + kc) of A into panels of kcPad k at dst.
+using PackA = std::function<void(llvm::Value* r0, llvm::Value* rows, llvm::Value* k0, llvm::Value* kc,
+                                 llvm::Value* kcPad, llvm::Value* dst)>;
+
+/// PackA as a call of the packing routine `routine` (packFunctionType) with its first four
+/// arguments `leading` (the buffers, the operand's fields, the batch and its offset).
+PackA packingOf(GemmBuilder& g, llvm::Value* routine, std::array<llvm::Value*, 4> leading) {
+  return [&g, routine, leading](llvm::Value* r0, llvm::Value* rows, llvm::Value* k0, llvm::Value* kc,
+                                llvm::Value* kcPad, llvm::Value* dst) {
+    g.b.CreateCall(packFunctionType(g.ctx), routine,
+                   {leading[0], leading[1], leading[2], leading[3], r0, rows, k0, kc, kcPad, dst});
+  };
+}
+
+/// Packs what the micro-kernels do not read of A in place, for the K slice from k0 of depth kc:
+/// the panels from m0 + fullPanels · MR on (every panel when A is not in place) into `packedA`,
+/// and on AMX tiles, where kc is not a whole number of tile products, the in-place panels' last kc
+/// mod kAmxK k, into aTails.
+void packAPanels(GemmBuilder& g, const APanels& a, llvm::Value* m0, llvm::Value* rows, llvm::Value* k0,
+                 llvm::Value* kc, llvm::Value* kcPad, llvm::Value* packedA, const PackA& pack) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* first = b.CreateMul(a.fullPanels, g.i64(g.plan.mr));
   llvm::Value* left = b.CreateSub(rows, first);
@@ -199,9 +228,18 @@ void packAPanels(GemmBuilder& g, const APanels& a, llvm::Value* m0, llvm::Value*
   auto* packed = llvm::BasicBlock::Create(g.ctx, "packa.rows.done", f);
   b.CreateCondBr(b.CreateICmpSGT(left, g.i64(0)), packing, packed);
   b.SetInsertPoint(packing);
-  pack(b.CreateAdd(m0, first), left);
+  pack(b.CreateAdd(m0, first), left, k0, kc, kcPad, packedA);
   b.CreateBr(packed);
   b.SetInsertPoint(packed);
+  if (!nativeAmx(g)) return;
+  llvm::Value* whole = b.CreateAnd(kc, g.i64(-kAmxK));
+  auto* tails = llvm::BasicBlock::Create(g.ctx, "packa.tails", f);
+  auto* tailsDone = llvm::BasicBlock::Create(g.ctx, "packa.tails.done", f);
+  b.CreateCondBr(b.CreateAnd(b.CreateICmpSGT(first, g.i64(0)), b.CreateICmpNE(whole, kc)), tails, tailsDone);
+  b.SetInsertPoint(tails);
+  pack(m0, first, b.CreateAdd(k0, whole), b.CreateSub(kc, whole), g.i64(kAmxK), aTails(g, packedA, kcPad));
+  b.CreateBr(tailsDone);
+  b.SetInsertPoint(tailsDone);
 }
 
 /// The micro-kernel call for A's panel `ip` (of MR rows) against one B panel into c: in place
@@ -217,16 +255,21 @@ void callPanel(GemmBuilder& g, const APanels& a, llvm::Value* ip, llvm::Value* c
     b.CreateCall(microKernel(g)->getFunctionType(), panelKernel(g, columns),
                  {kcPad, aPanel, bPanel, c, ldc, accumulate});
   };
-  if (g.pairs || g.plan.amx) return packedCall();  // never in place (aRowsInPlace)
+  const bool amxRows = nativeAmx(g);
+  if (g.pairs && !amxRows) return packedCall();  // in place only on f32 and AMX tiles (GemmBlocking.cpp)
   llvm::Function* f = b.GetInsertBlock()->getParent();
   auto* inPlace = llvm::BasicBlock::Create(g.ctx, "panel.rows", f);
   auto* packed = llvm::BasicBlock::Create(g.ctx, "panel.packed", f);
   auto* done = llvm::BasicBlock::Create(g.ctx, "panel.done", f);
   b.CreateCondBr(b.CreateICmpSLT(ip, a.fullPanels), inPlace, packed);
   b.SetInsertPoint(inPlace);
-  llvm::Value* rows = b.CreateGEP(g.elt, a.rows, b.CreateMul(b.CreateMul(ip, g.i64(g.plan.mr)), a.lda));
-  b.CreateCall(microKernel(g, 0, true)->getFunctionType(), panelKernel(g, columns, true),
-               {kc, rows, bPanel, c, ldc, accumulate, a.lda});
+  llvm::Value* rows = b.CreateGEP(b.getInt8Ty(), a.rows, b.CreateMul(b.CreateMul(ip, g.i64(g.plan.mr)), a.rowBytes));
+  std::vector<llvm::Value*> args{kc, rows, bPanel, c, ldc, accumulate, a.lda};
+  if (amxRows) {
+    const int64_t tailElements = int64_t{kAmxK} * g.plan.mr + g.plan.lanes;  // a panel of one step
+    args.push_back(b.CreateInBoundsGEP(g.elt, aTails(g, packedA, kcPad), b.CreateMul(ip, g.i64(tailElements))));
+  }
+  b.CreateCall(microKernel(g, 0, true)->getFunctionType(), panelKernel(g, columns, true), args);
   b.CreateBr(done);
   b.SetInsertPoint(packed);
   packedCall();
@@ -333,9 +376,8 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
     unlessKept(reuseB, "packb.one", [&] { packBSlice(kb); });
     const APanels panels = aPanels(g, bufs, d, offsetA, m0, rows, k0);
     unlessKept(reuseA, "packa.one", [&] {
-      packAPanels(g, panels, m0, rows, [&](llvm::Value* r0, llvm::Value* left) {
-        b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, r0, left, k0, kc, kcPad, packedASlice});
-      });
+      packAPanels(g, panels, m0, rows, k0, kc, kcPad, packedASlice,
+                  packingOf(g, packA, {bufs, operandA, batch, offsetA}));
     });
     llvm::Value* accumulate = b.CreateICmpNE(kb, g.i64(0));
     // On the last slice, the epilogue takes the block's columns a group of panels at a time, as
@@ -481,9 +523,7 @@ void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
       llvm::Value* rows = g.min(mb, b.CreateSub(m, m0));
       llvm::Value* mPanels = b.CreateUDiv(b.CreateAdd(rows, g.i64(mr - 1)), g.i64(mr));
       const APanels panels = aPanels(g, bufs, d, offsetA, m0, rows, k0);
-      packAPanels(g, panels, m0, rows, [&](llvm::Value* r0, llvm::Value* left) {
-        b.CreateCall(packType, packA, {bufs, operandA, batch, offsetA, r0, left, k0, kc, kcPad, packedA});
-      });
+      packAPanels(g, panels, m0, rows, k0, kc, kcPad, packedA, packingOf(g, packA, {bufs, operandA, batch, offsetA}));
       llvm::Value* blockRows = b.CreateInBoundsGEP(g.elt, partial, b.CreateMul(m0, ldc));
       g.loop(g.i64(0), nPanels, 1, "jp", [&](llvm::Value* jp) {
         llvm::Value* bPanel = b.CreateInBoundsGEP(g.elt, packedB, b.CreateMul(jp, bPanelElements));

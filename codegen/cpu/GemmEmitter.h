@@ -278,7 +278,9 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
 /// takes a 16-column kernel for its last panel); it leaves c's other columns as they are.
 ///
 /// With `aRows`, A is read in place instead of from a panel (Blocking::aInPlace): row i of the
-/// register tile at a + i · lda, an argument after `accumulate`, and kc any depth.
+/// register tile at a + i · lda, an argument after `accumulate`, and kc any depth. On AMX tiles a
+/// last argument points at the register tile's last kc mod kAmxK k packed as one step's two tiles
+/// (read only when kc is not a multiple of kAmxK; a + i · lda is in A's elements as stored).
 llvm::Function* microKernel(GemmBuilder& g, int vectors = 0, bool aRows = false);
 /// The micro-kernel for a panel whose first `columns` (an i64) hold data: the narrowest whose
 /// vectors cover them.
@@ -292,8 +294,9 @@ std::string microKernelTag(GemmBuilder& g);
 /// With `amxA`, operand A's panels in AMX tile rows instead (Blocking::amx).
 llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous, bool amxA = false);
 /// The body of the micro-kernel on AMX tiles (GemmAmx.cpp), the first `nv` (1 or 2) tiles of
-/// columns, with microKernel's arguments and results; the tiles configured by amxConfigure.
-void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv);
+/// columns, with microKernel's arguments and results (`aRows`: A's rows in place); the tiles
+/// configured by amxConfigure.
+void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows);
 /// The tile configuration of the AMX micro-kernel (ldtilecfg), and its release (tilerelease).
 void amxConfigure(GemmBuilder& g);
 void amxRelease(GemmBuilder& g);

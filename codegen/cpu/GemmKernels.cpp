@@ -593,7 +593,8 @@ llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows) {
   llvm::Type* i64t = g.b.getInt64Ty();
   llvm::Type* ptr = g.b.getPtrTy();
   std::vector<llvm::Type*> args{i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()};
-  if (aRows) args.push_back(i64t);  // lda
+  if (aRows) args.push_back(i64t);                    // lda
+  if (aRows && nativeAmx(g)) args.push_back(ptr);     // the packed tiles of kc's last, partial step
   auto* type = llvm::FunctionType::get(g.b.getVoidTy(), args, false);
   const int nv = g.plan.nr / g.plan.lanes;
   if (vectors <= 0 || vectors > nv) vectors = nv;
@@ -601,7 +602,7 @@ llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows) {
   const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
                                        g.plan.lanes, microKernelTag(g), aRows ? ".arows" : "", narrow);
   return g.sharedFunction(name, type, [&](llvm::Function* f) {
-    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors) : emitMicroKernel(g, f, vectors, aRows);
+    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors, aRows) : emitMicroKernel(g, f, vectors, aRows);
   });
 }
 

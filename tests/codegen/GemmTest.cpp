@@ -269,5 +269,30 @@ TEST(Gemm, AmxTiles) {
   }
 }
 
+// On native AMX tiles, bf16 A whose k is contiguous is read in place by the tile loads, its rows
+// lda apart; a slice's last kc mod 32 k and a block's last, partial register tile of rows are
+// packed. Right for every K tail (1, 31, none), several slices (the last one's tail), split K,
+// batches, B transposed or not, 1 and 2 threads; rows 2 KiB apart (1024 bf16) share L1 sets and
+// are packed instead.
+TEST(Gemm, AmxReadsARowsInPlace) {
+  const VectorIsa host = isaOf(hostJit());
+  if (!host.amx) GTEST_SKIP() << "this CPU has no AMX (or Linux refused its tile data)";
+  auto plan = [&](const Case& c) { return gemm::blockingFor(formOf(c), AccType::F32, host, DType::bf16); };
+  EXPECT_TRUE(plan(matmul(100, 128, 784)).aInPlace);
+  EXPECT_TRUE(plan(matmul(100, 784, 128, false, true)).aInPlace);
+  EXPECT_FALSE(plan(matmul(150, 45, 301, true, false)).aInPlace) << "A's rows contiguous: packed";
+  EXPECT_FALSE(plan(matmul(64, 64, 1024)).aInPlace) << "rows sharing L1 sets: packed";
+  EXPECT_GT(plan(matmul(131, 70, 1300)).kBlocks, 2);
+  EXPECT_EQ(plan(matmul(33, 130, 9001, false, true)).path, gemm::Path::SplitK);
+  std::vector<Case> cases;
+  for (int64_t k : {1, 31, 32, 33, 63, 301, 1300}) cases.push_back(matmul(131, 70, k));
+  cases.push_back(matmul(131, 70, 301, false, true));
+  cases.push_back(matmul(33, 130, 9001, false, true));
+  cases.push_back({"{t}[3,37,301]", "{t}[3,301,70]", "matmul", "", "{t}[3,37,70]"});
+  cases.push_back(matmul(64, 64, 1024));
+  std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, host);
+  for (size_t i = 0; i < kernels.size(); ++i) verify(kernels[i], cases[i], DType::bf16, {1, 2}, host);
+}
+
 }  // namespace
 }  // namespace kiln::cpu::gemmtest
