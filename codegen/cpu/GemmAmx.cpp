@@ -23,7 +23,9 @@
 // streaming, software prefetches or not. `kiln_gemm_tune --bf16`, medians of three interleaved
 // runs, 1 / 2 threads, GFLOP/s: rows and tileloadd → tiles and tileloaddt1, 10000×1000·1000×512
 // 769 / 1593 → 822 / 1715, 1024³ 784 / 1475 → 801 / 1522, Aᵀ·B over 10000 746 / 1527 → 847 /
-// 1703, 2048³ 799 / 1632 → 843 / 1675. C's tile
+// 1703, 2048³ 799 / 1632 → 843 / 1675. Where packing A does not pay back (GemmBlocking.cpp's
+// amxRowsInPlace), the `aRows` kernel loads A's tiles from its rows in place, lda · 2 bytes apart,
+// and a slice's last kc mod 32 k from packed tiles (GemmDriver.cpp's aTails). C's tile
 // in the item's scratch is loaded (after the first slice) and stored with its row stride; a panel
 // of at most 16 columns uses tmm0 and tmm2 only. The tiles are configured (ldtilecfg from a
 // constant) when a thread starts its share of a contraction's items, the driver's chunk, and
