@@ -395,9 +395,9 @@ class GemmEmitter {
     } else {
       for (bool a : {true, false}) {
         const std::optional<Strides> s = sharedStrides(f, a);
-        KILN_CHECK(s || !p.amx, "kernel '{}': AMX tiles need strided operands", g_.name);
-        pointers[a ? desc::PackA : desc::PackB] =
-            s ? stridedPackFunction(g_, s->rowsContiguous(), a && p.amx) : emitPackFunction(g_, a);
+        pointers[a ? desc::PackA : desc::PackB] = s        ? stridedPackFunction(g_, s->rowsContiguous(), a && p.amx)
+                                                  : g_.pairs ? emitPairPackFunction(g_, a)
+                                                             : emitPackFunction(g_, a);
       }
     }
     std::vector<llvm::Constant*> values;

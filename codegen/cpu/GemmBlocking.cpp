@@ -163,14 +163,11 @@ bool pairsAvailable(DType dtype, const VectorIsa& isa) {
   return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
 }
 
-/// bf16 k pairs for both operands, unless the product takes the small path.
-bool stridedPairs(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa) {
-  return pairsAvailable(dtype, isa) && sharedStrides(f, true) && sharedStrides(f, false);
-}
 }  // namespace
 
-bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa) {
-  return plan.path != Path::Small && stridedPairs(f, dtype, isa);
+bool usesBf16Pairs([[maybe_unused]] const kernels::GemmForm& f, const Blocking& plan, DType dtype,
+                   const VectorIsa& isa) {
+  return plan.path != Path::Small && pairsAvailable(dtype, isa);
 }
 
 namespace {
@@ -182,7 +179,7 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   p.lanes = isa.f32Lanes * 4 / bytes;
   const std::array<int, 2> tile = registerTile(isa, acc);
   p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
-  const bool pairs = stridedPairs(f, dtype, isa);
+  const bool pairs = pairsAvailable(dtype, isa);
   if (pairs && isa.amxTiles()) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
   // bf16 k pairs: a slice of twice the k in the f32 slice's bytes (the micro-kernel's tile, loaded
   // and stored once a slice, then serves twice the work). simplenet's bf16 products on 2 threads

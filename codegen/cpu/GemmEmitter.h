@@ -81,8 +81,9 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
 /// The packed path's register tile MR × NR for an ISA and accumulator type.
 std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc);
 /// Whether contraction `f` of `dtype` operands with blocking `plan` packs them as bf16 k pairs for
-/// the dot-product micro-kernel: bf16 on an ISA with vdpbf16ps (or VectorIsa::emulateBf16Dot), the
-/// packed and SplitK paths, both operands strided (convolution windows are converted to f32).
+/// the dot-product micro-kernel (or AMX tiles): bf16 on an ISA with vdpbf16ps (or
+/// VectorIsa::emulateBf16Dot), the packed and SplitK paths; strided operands are packed by the
+/// shared routines, others (convolution windows) by emitPairPackFunction.
 bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype, const VectorIsa& isa);
 
 /// Accumulator elements from one packed panel of `width` rows and kcPad k to the next: the
@@ -311,6 +312,10 @@ llvm::Value* batchOffset(GemmBuilder& g, llvm::Value* operand, llvm::Value* batc
 /// The packing routine of operand A (`a`) or B of this kernel through its index map
 /// (GemmPack.cpp), for operands that are not strided.
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
+/// The same on the k-pair path (GemmBuilder::pairs): the f32 panels of emitPackFunction (exact bf16
+/// values), then each rewritten in place as k pairs — or, for A on AMX tiles, as the tiles of
+/// StridedPacker::amxAt. How convolution windows take the pair path and the tiles.
+llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a);
 
 /// The shared drivers (GemmDriver.cpp): `void chunk(const {void** bufs, const Desc* desc}* ctx,
 /// i64, i64)` for kiln_parallel_for, which claims a scratch slot, then work items until none are

@@ -310,4 +310,61 @@ void PackEmitter::prefetchRegion() {
 
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a) { return pack::PackEmitter(g, a).emit(); }
 
+llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a) {
+  llvm::Function* packF32 = emitPackFunction(g, a);
+  llvm::IRBuilder<>& b = g.b;
+  llvm::Function* f = g.newFunction(a ? "pack_a.pairs" : "pack_b.pairs", packFunctionType(g.ctx));
+  b.SetInsertPoint(llvm::BasicBlock::Create(g.ctx, "entry", f));
+  std::vector<llvm::Value*> args;
+  for (llvm::Argument& arg : f->args()) args.push_back(&arg);
+  b.CreateCall(packF32, args);
+  llvm::Value *rows = f->getArg(5), *kcPad = f->getArg(8), *dst = f->getArg(9);
+  const int w = a ? g.plan.mr : g.plan.nr;
+  llvm::Type* row = g.withLanes(b.getInt32Ty(), w);
+  const llvm::Align align(4);
+  llvm::Value* high = g.constant(row, -65536);  // 0xFFFF0000
+  // The pair of panel rows 2·jj and 2·jj + 1 (f32, exact bf16 values): per lane, k 2·jj's bf16 in
+  // the low half, k 2·jj + 1's in the high half.
+  auto pairAt = [&](llvm::Value* panel, llvm::Value* jj) {
+    llvm::Value* even = g.at(b.getInt32Ty(), panel, b.CreateMul(jj, g.i64(2 * w)));
+    llvm::Value* odd = g.at(b.getInt32Ty(), even, g.i64(w));
+    return b.CreateOr(b.CreateAnd(b.CreateAlignedLoad(row, odd, align), high),
+                      b.CreateLShr(b.CreateAlignedLoad(row, even, align), g.constant(row, 16)));
+  };
+  llvm::Value* panels = b.CreateUDiv(b.CreateAdd(rows, g.i64(w - 1)), g.i64(w));
+  llvm::Value* panelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(w)), g.i64(g.plan.lanes));
+  // In place, in order: what a step writes lies at or before what it reads (each load comes first).
+  g.loop(g.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
+    llvm::Value* panel = g.at(g.elt, dst, b.CreateMul(p, panelElements));
+    if (!(a && g.plan.amx)) {  // k pairs: pair row jj of the w rows at jj · w
+      g.loop(g.i64(0), b.CreateLShr(kcPad, g.i64(1)), 1, "pair", [&](llvm::Value* jj) {
+        llvm::Value* pair = pairAt(panel, jj);
+        b.CreateAlignedStore(pair, g.at(b.getInt32Ty(), panel, b.CreateMul(jj, g.i64(w))), align);
+      });
+      return;
+    }
+    // A on AMX tiles (StridedPacker::amxAt): per kAmxK k, the 32 rows' 16 pairs one row after the
+    // other — the step's 16 pair rows transposed, 16 × 16 pairs at a time.
+    constexpr int kPairs = kAmxK / 2;
+    g.loop(g.i64(0), kcPad, kAmxK, "step", [&](llvm::Value* k0) {
+      std::vector<llvm::Value*> first, second;  // rows 0-15 and 16-31, one vector per pair
+      for (int j = 0; j < kPairs; ++j) {
+        llvm::Value* pair = pairAt(panel, b.CreateAdd(b.CreateLShr(k0, g.i64(1)), g.i64(j)));
+        first.push_back(b.CreateShuffleVector(pair, iota(0, kPairs)));
+        second.push_back(b.CreateShuffleVector(pair, iota(kPairs, kPairs)));
+      }
+      first = transposeSquare(b, std::move(first));
+      second = transposeSquare(b, std::move(second));
+      llvm::Value* step = g.at(b.getInt32Ty(), panel, b.CreateMul(k0, g.i64(kAmxRows / 2)));
+      for (int r = 0; r < kPairs; ++r) {
+        b.CreateAlignedStore(first[static_cast<size_t>(r)], g.at(b.getInt32Ty(), step, g.i64(r * kPairs)), align);
+        b.CreateAlignedStore(second[static_cast<size_t>(r)],
+                             g.at(b.getInt32Ty(), step, g.i64((kPairs + r) * kPairs)), align);
+      }
+    });
+  });
+  b.CreateRetVoid();
+  return f;
+}
+
 }  // namespace kiln::cpu::gemm

@@ -139,9 +139,11 @@ TEST(Gemm, Avx512) {
 // multiplied by the dot-product micro-kernel (GemmEmitter.h's usesBf16Pairs). The path runs here
 // emulated (VectorIsa::emulateBf16Dot: the same packing, each vdpbf16ps as the two FMAs it
 // computes) on the host's vectors, AVX-512's 16 lanes and SSE2's 4, over odd K (the last pair half zero),
-// partial panels, every transpose (both packings of both operands), split K, a broadcast batch and
-// a product that fits L1 (whose f32 path is the small one). Convolution windows and products of at
-// most 8 rows keep converting to f32.
+// partial panels, every transpose (both packings of both operands), split K, a broadcast batch, a
+// product that fits L1 (whose f32 path is the small one) and convolutions, whose windows are packed
+// through their index maps as f32 and rewritten as pairs (emitPairPackFunction): forward, both
+// gradients, with groups, stride, padding and dilation. Products of at most 8 rows keep converting
+// to f32.
 TEST(Gemm, Bf16PairsEmulated) {
   for (VectorIsa isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
     SCOPED_TRACE(fmt::format("{} lanes", isa.f32Lanes));
@@ -157,6 +159,9 @@ TEST(Gemm, Bf16PairsEmulated) {
                                   {"{t}[3,1,20,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,20,257]"},
                                   matmul(64, 64, 32, false, true),  // fits L1: packed, not the small path
                                   kConvs[0].forward(),
+                                  kConvs[1].gradInput(),
+                                  kConvs[6].gradWeight(),
+                                  kConvs[2].forward(),
                                   matmul(5, 33, 70, false, true)};
     std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, isa, &ir);
     EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32."), std::string::npos);
@@ -167,7 +172,7 @@ TEST(Gemm, Bf16PairsEmulated) {
     for (size_t i = 0; i < kernels.size(); ++i) {
       const gemm::Blocking plan = gemm::blockingFor(kernels[i].form, AccType::F32, isa, DType::bf16);
       const bool pairs = gemm::usesBf16Pairs(kernels[i].form, plan, DType::bf16, isa);
-      EXPECT_EQ(pairs, i < 7) << cases[i].graph(DType::bf16);
+      EXPECT_EQ(pairs, i + 1 < cases.size()) << cases[i].graph(DType::bf16);
       verify(kernels[i], cases[i], DType::bf16, {1, 2}, isa);
     }
   }
@@ -210,7 +215,8 @@ TEST(Gemm, Bf16DotProducts) {
 // tile rows by both packings, B the pair path's panels. Emulated here (VectorIsa::emulateAmx: the
 // vector micro-kernel reads A's tile rows) over K short of a multiple of 32 and odd, partial panels
 // of rows and of columns (a last panel of at most 16 takes one tile of columns), every transpose,
-// split K and a broadcast batch, on one thread and two.
+// split K, a broadcast batch and convolutions (their windows, and the flipped weights of an input
+// gradient, packed through their maps and rewritten as pairs or tiles), on one thread and two.
 std::vector<Case> amxCases() {
   return {matmul(33, 257, 257),
           matmul(257, 1000, 33, false, true),
@@ -218,7 +224,11 @@ std::vector<Case> amxCases() {
           matmul(33, 130, 9001, true, true),
           matmul(100, 128, 784),
           {"{t}[3,1,20,33]", "{t}[5,33,257]", "matmul", "", "{t}[3,5,20,257]"},
-          matmul(64, 64, 32, false, true)};
+          matmul(64, 64, 32, false, true),
+          kConvs[0].forward(),
+          kConvs[1].gradInput(),
+          kConvs[6].gradWeight(),
+          kConvs[5].forward()};
 }
 
 TEST(Gemm, AmxTilesEmulated) {
@@ -240,8 +250,11 @@ TEST(Gemm, AmxTilesEmulated) {
     verify(kernels[i], cases[i], DType::bf16, {1, 2}, isa);
   }
   EXPECT_EQ(gemm::blockingFor(kernels[3].form, AccType::F32, isa, DType::bf16).path, gemm::Path::SplitK);
-  // Convolution windows and f32 operands stay off the tiles.
-  EXPECT_FALSE(gemm::blockingFor(formOf(kConvs[0].forward()), AccType::F32, isa, DType::bf16).amx);
+  // Convolution windows take the tiles too (packed through their maps, then rewritten); f32
+  // operands stay off them.
+  EXPECT_TRUE(gemm::blockingFor(formOf(kConvs[0].forward()), AccType::F32, isa, DType::bf16).amx);
+  EXPECT_NE(ir.find(".pack_a.pairs("), std::string::npos) << "A through its map, in tiles";
+  EXPECT_NE(ir.find(".pack_b.pairs("), std::string::npos);
   EXPECT_FALSE(gemm::blockingFor(kernels[0].form, AccType::F32, isa, DType::f32).amx);
 }
 
