@@ -106,7 +106,8 @@
 // adds both products to each f32 accumulator: twice the multiply-adds of an f32 FMA per
 // instruction, half the packed bytes. The panels keep the f32 layout's room (a panel's k pairs fill
 // its first half) and the f32 blocking; an odd K's last pair has a zero high half. Operands read
-// through convolution windows (GemmPack.cpp) and products of at most 8 rows (the small path below)
+// through convolution windows (GemmPack.cpp) are packed as f32 panels and then rewritten as pairs
+// (or A's AMX tiles: emitPairPackFunction); products of at most 8 rows (the small path below)
 // still convert to f32; products that fit L1 take the packed path instead of the small one (its
 // conversions cost 2.5 times the pair path's time on 64 × 32 × 64).
 // VectorIsa::emulateBf16Dot runs the same path with each vdpbf16ps as two FMAs (the same bits) on
