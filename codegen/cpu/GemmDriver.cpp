@@ -242,17 +242,19 @@ void packAPanels(GemmBuilder& g, const APanels& a, llvm::Value* m0, llvm::Value*
   b.SetInsertPoint(tailsDone);
 }
 
-/// The micro-kernel call for A's panel `ip` (of MR rows) against one B panel into c: in place
-/// while ip < fullPanels, else the packed panel ip − fullPanels from `packedA`.
-void callPanel(GemmBuilder& g, const APanels& a, llvm::Value* ip, llvm::Value* columns, llvm::Value* kc,
-               llvm::Value* kcPad, llvm::Value* packedA, llvm::Value* bPanel, llvm::Value* c, llvm::Value* ldc,
-               llvm::Value* accumulate) {
+/// The micro-kernel call for A's panel `ip` (of MR rows; the block has `rows`) against one B
+/// panel into c: in place while ip < fullPanels, else the packed panel ip − fullPanels from
+/// `packedA`.
+void callPanel(GemmBuilder& g, const APanels& a, llvm::Value* ip, llvm::Value* rows, llvm::Value* columns,
+               llvm::Value* kc, llvm::Value* kcPad, llvm::Value* packedA, llvm::Value* bPanel, llvm::Value* c,
+               llvm::Value* ldc, llvm::Value* accumulate) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* panelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(g.plan.mr)), g.i64(g.plan.lanes));
+  llvm::Value* panelRows = b.CreateSub(rows, b.CreateMul(ip, g.i64(g.plan.mr)));
   auto packedCall = [&] {
     llvm::Value* aPanel =
         b.CreateInBoundsGEP(g.elt, packedA, b.CreateMul(b.CreateSub(ip, a.fullPanels), panelElements));
-    b.CreateCall(microKernel(g)->getFunctionType(), panelKernel(g, columns),
+    b.CreateCall(microKernel(g)->getFunctionType(), panelKernel(g, columns, false, panelRows),
                  {kcPad, aPanel, bPanel, c, ldc, accumulate});
   };
   const bool amxRows = nativeAmx(g);
@@ -263,8 +265,8 @@ void callPanel(GemmBuilder& g, const APanels& a, llvm::Value* ip, llvm::Value* c
   auto* done = llvm::BasicBlock::Create(g.ctx, "panel.done", f);
   b.CreateCondBr(b.CreateICmpSLT(ip, a.fullPanels), inPlace, packed);
   b.SetInsertPoint(inPlace);
-  llvm::Value* rows = b.CreateGEP(b.getInt8Ty(), a.rows, b.CreateMul(b.CreateMul(ip, g.i64(g.plan.mr)), a.rowBytes));
-  std::vector<llvm::Value*> args{kc, rows, bPanel, c, ldc, accumulate, a.lda};
+  llvm::Value* first = b.CreateGEP(b.getInt8Ty(), a.rows, b.CreateMul(b.CreateMul(ip, g.i64(g.plan.mr)), a.rowBytes));
+  std::vector<llvm::Value*> args{kc, first, bPanel, c, ldc, accumulate, a.lda};
   if (amxRows) {
     const int64_t tailElements = int64_t{kAmxK} * g.plan.mr + g.plan.lanes;  // a panel of one step
     args.push_back(b.CreateInBoundsGEP(g.elt, aTails(g, packedA, kcPad), b.CreateMul(ip, g.i64(tailElements))));
@@ -391,7 +393,7 @@ void emitPackedItem(GemmBuilder& g, llvm::Function* f) {
       llvm::Value* columns = b.CreateSub(cols, b.CreateMul(jp, g.i64(nr)));
       g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
         llvm::Value* c = b.CreateGEP(g.elt, tileColumns, b.CreateMul(ip, tileRows));
-        callPanel(g, panels, ip, columns, kc, kcPad, packedASlice, bPanel, c, ldc, accumulate);
+        callPanel(g, panels, ip, rows, columns, kc, kcPad, packedASlice, bPanel, c, ldc, accumulate);
       });
       llvm::Value* next = b.CreateAdd(jp, g.i64(1));
       llvm::Value* groupEnds = b.CreateOr(b.CreateICmpEQ(b.CreateURem(next, group), g.i64(0)),
@@ -531,7 +533,7 @@ void emitSplitItem(GemmBuilder& g, llvm::Function* f) {
         llvm::Value* columns = b.CreateSub(cols, b.CreateMul(jp, g.i64(nr)));
         g.loop(g.i64(0), mPanels, 1, "ip", [&](llvm::Value* ip) {
           llvm::Value* c = b.CreateInBoundsGEP(g.elt, tileColumns, b.CreateMul(ip, b.CreateMul(ldc, g.i64(mr))));
-          callPanel(g, panels, ip, columns, kc, kcPad, packedA, bPanel, c, ldc, accumulate);
+          callPanel(g, panels, ip, rows, columns, kc, kcPad, packedA, bPanel, c, ldc, accumulate);
         });
       });
     });

@@ -282,10 +282,13 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
 /// register tile at a + i · lda, an argument after `accumulate`, and kc any depth. On AMX tiles a
 /// last argument points at the register tile's last kc mod kAmxK k packed as one step's two tiles
 /// (read only when kc is not a multiple of kAmxK; a + i · lda is in A's elements as stored).
-llvm::Function* microKernel(GemmBuilder& g, int vectors = 0, bool aRows = false);
+///
+/// With `halfRows` (native AMX tiles only), a kernel for a panel's first 16 rows: one tile of rows.
+llvm::Function* microKernel(GemmBuilder& g, int vectors = 0, bool aRows = false, bool halfRows = false);
 /// The micro-kernel for a panel whose first `columns` (an i64) hold data: the narrowest whose
-/// vectors cover them.
-llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows = false);
+/// vectors cover them; with `rows` (an i64: the panel's rows that hold data) on native AMX tiles,
+/// the one-tile kernels where they are at most 16.
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows = false, llvm::Value* rows = nullptr);
 /// The name part that tells the micro-kernels (and so the drivers that call them) apart beyond
 /// their tile: "" for the FMA kernel, ".bf16dot" or ".bf16dot.emulated" for bf16 pairs.
 std::string microKernelTag(GemmBuilder& g);
@@ -294,10 +297,10 @@ std::string microKernelTag(GemmBuilder& g);
 /// (GemmKernels.cpp).
 /// With `amxA`, operand A's panels in AMX tile rows instead (Blocking::amx).
 llvm::Function* stridedPackFunction(GemmBuilder& g, bool rowsContiguous, bool amxA = false);
-/// The body of the micro-kernel on AMX tiles (GemmAmx.cpp), the first `nv` (1 or 2) tiles of
-/// columns, with microKernel's arguments and results (`aRows`: A's rows in place); the tiles
-/// configured by amxConfigure.
-void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows);
+/// The body of the micro-kernel on AMX tiles (GemmAmx.cpp), the first `mi` (1 or 2) tiles of rows
+/// and `nv` (1 or 2) of columns, with microKernel's arguments and results (`aRows`: A's rows in
+/// place); the tiles configured by amxConfigure.
+void emitAmxMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows, int mi);
 /// The tile configuration of the AMX micro-kernel (ldtilecfg), and its release (tilerelease).
 void amxConfigure(GemmBuilder& g);
 void amxRelease(GemmBuilder& g);

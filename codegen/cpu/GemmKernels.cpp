@@ -589,7 +589,8 @@ llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y)
   return b.CreateShuffleVector(x, y, iota(0, nx + ny));
 }
 
-llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows) {
+llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows, bool halfRows) {
+  KILN_ASSERT(!halfRows || nativeAmx(g), "half-row micro-kernels on native AMX tiles only");
   llvm::Type* i64t = g.b.getInt64Ty();
   llvm::Type* ptr = g.b.getPtrTy();
   std::vector<llvm::Type*> args{i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()};
@@ -599,21 +600,26 @@ llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows) {
   const int nv = g.plan.nr / g.plan.lanes;
   if (vectors <= 0 || vectors > nv) vectors = nv;
   const std::string narrow = vectors < nv ? fmt::format(".cols{}", vectors * g.plan.lanes) : "";
-  const std::string name = fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr,
-                                       g.plan.lanes, microKernelTag(g), aRows ? ".arows" : "", narrow);
+  const std::string name =
+      fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr, g.plan.lanes,
+                  microKernelTag(g), aRows ? ".arows" : "", halfRows ? ".rows16" : "", narrow);
   return g.sharedFunction(name, type, [&](llvm::Function* f) {
-    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors, aRows) : emitMicroKernel(g, f, vectors, aRows);
+    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors, aRows, halfRows ? 1 : 2) : emitMicroKernel(g, f, vectors, aRows);
   });
 }
 
-llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows) {
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows, llvm::Value* rows) {
   const int nv = g.plan.nr / g.plan.lanes;
-  llvm::Value* kernel = microKernel(g, 0, aRows);
-  // Narrowest last: a panel of `columns` takes the kernel of ⌈columns / lanes⌉ vectors.
-  for (int v = nv - 1; v >= 1; --v)
-    kernel = g.b.CreateSelect(g.b.CreateICmpSLE(columns, g.i64(int64_t{v} * g.plan.lanes)), microKernel(g, v, aRows),
-                              kernel);
-  return kernel;
+  auto byColumns = [&](bool halfRows) {
+    llvm::Value* kernel = microKernel(g, 0, aRows, halfRows);
+    // Narrowest last: a panel of `columns` takes the kernel of ⌈columns / lanes⌉ vectors.
+    for (int v = nv - 1; v >= 1; --v)
+      kernel = g.b.CreateSelect(g.b.CreateICmpSLE(columns, g.i64(int64_t{v} * g.plan.lanes)),
+                                microKernel(g, v, aRows, halfRows), kernel);
+    return kernel;
+  };
+  if (!rows || !nativeAmx(g)) return byColumns(false);
+  return g.b.CreateSelect(g.b.CreateICmpSLE(rows, g.i64(kAmxRows / 2)), byColumns(true), byColumns(false));
 }
 
 std::string microKernelTag(GemmBuilder& g) {

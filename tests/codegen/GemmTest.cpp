@@ -271,6 +271,8 @@ TEST(Gemm, AmxTiles) {
   EXPECT_NE(ir.find("@llvm.x86.tdpbf16ps("), std::string::npos);
   EXPECT_NE(ir.find("@llvm.x86.ldtilecfg("), std::string::npos);
   EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32.32x32.v16.amx.cols16("), std::string::npos);
+  EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32.32x32.v16.amx.rows16("), std::string::npos) << "a last panel of 1-16 rows";
+  EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32.32x32.v16.amx.arows("), std::string::npos) << "A in place";
   const VectorIsa host = isaOf(hostJit());
   if (!host.amx) GTEST_SKIP() << "this CPU has no AMX (or Linux refused its tile data): compiled, not run";
   std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, host);
