@@ -383,7 +383,8 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
       e.threads = gemmFlops + kGemmEpilogueFlopWeight * f.epilogueFlops >= kGemmParallelFlops ? all : 1;
       const GemmModel model(cpu);
       gemmMicros = model.micros(k.contraction.op, f.batch, f.m, f.n, f.k);
-      // bf16 matmul operands stay bf16 on CPUs with a bf16 path (convolution windows widen to f32).
+      // bf16 matmul operands stay bf16 on CPUs with a bf16 path. Convolutions do too, but at 2–3 times
+      // their f32 speed rather than the squares' factor: priced as f32 (docs/COST.md).
       if (k.contraction.op == OpKind::MatMul && k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype == DType::bf16)
         gemmMicros *= model.bf16Factor();
     }

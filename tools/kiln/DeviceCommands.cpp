@@ -29,8 +29,8 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
     std::printf("  llvm %s target: %s, cpu %s, %d f32 lanes per vector\n", host.llvmVersion.c_str(),
                 host.triple.c_str(), host.cpu.c_str(), host.f32Lanes());
     // How mixed precision multiplies here (codegen/cpu/Gemm.cpp, GemmAmx.cpp): bf16 products of
-    // matmul operands on AMX tiles or as vdpbf16ps k pairs where the CPU (and for AMX, Linux) allows
-    // and vdpbf16ps outruns the FMAs; convolution windows, f16 and other CPUs widen to f32 when packing.
+    // matmuls and convolutions on AMX tiles or as vdpbf16ps k pairs where the CPU (and for AMX,
+    // Linux) allows and vdpbf16ps outruns the FMAs; f16 and other CPUs widen to f32 when packing.
     const cpu::VectorIsa isa = cpu::isaOf(cpu::Jit::host());
     const bool amxHardware = std::any_of(cpu.isa.begin(), cpu.isa.end(), [](const std::string& f) {
       return f == "amx_bf16";
@@ -41,14 +41,14 @@ void addDeviceCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& 
     const char* why = amxHardware && !isa.amx                    ? " (Linux refused this process AMX tile data)"
                       : !isa.amxTiles() && isa.avx512bf16 && !isa.bf16Dot() ? " (vdpbf16ps does fewer flops than the FMAs here)"
                                                                              : "";
-    std::printf("  bf16 matmul products: %s%s\n", bf16, why);
+    std::printf("  bf16 matmul and convolution products: %s%s\n", bf16, why);
     const rt::CacheGeometry l1 = rt::hostL1Data();
     if (l1.known())
       std::printf("  L1 data cache: %d KiB, %d ways of %d B lines (the GEMM packs A rows that would share a set)\n",
                   l1.sets * l1.ways * l1.lineBytes / 1024, l1.ways, l1.lineBytes);
     else
       std::printf("  L1 data cache: not reported by Linux; the GEMM assumes %d ways\n", isa.l1Ways);
-    std::printf("  f16 products, bf16 convolutions: operands widened to f32 when packed, f32 arithmetic\n");
+    std::printf("  f16 products: operands widened to f32 when packed, f32 arithmetic\n");
     std::printf("  subnormal floats: %s\n", denormalsFromEnvironment() == Denormals::Flush
                                                  ? "flushed to zero in the kernels (KILN_DENORMALS=keep keeps them)"
                                                  : "kept (KILN_DENORMALS=keep)");
