@@ -20,6 +20,7 @@
 #include "passes/TrainingStep.h"
 #include "runtime/ThreadPool.h"
 #include "support/FloatMode.h"
+#include "support/PeakLoops.h"
 #include "tests/runtime/TestFiles.h"
 
 #include <fmt/format.h>
@@ -499,6 +500,21 @@ TEST(CpuBackend, SubnormalsFlushedUnlessKept) {
     EXPECT_EQ(nonzero, 0) << "flushed on every thread";
   }
   EXPECT_EQ(cpu::ProgramOptions{}.denormals, denormalsFromEnvironment());
+}
+
+// A library (`kiln aot`, compileObject) never uses AMX tiles: its bf16 products take vdpbf16ps k
+// pairs only where those outrun the FMAs on this CPU, and are converted to f32 otherwise — as on a
+// Xeon with AMX whose vdpbf16ps does half the FMAs' flops (simplenet's bf16 inference library at
+// batch 10000: 83.7 ms on pairs, 59 converted).
+TEST(CpuBackend, LibraryBf16ProductsWithoutTiles) {
+  ir::Graph g = ir::parseGraph("graph @g {\n  input %a : bf16[256,256]\n  input %b : bf16[256,256]\n"
+                               "  %c = matmul(%a, %b) : bf16[256,256]\n  output %c = %c\n}\n",
+                               "library_bf16.kir");
+  const cpu::ProgramObject object = cpu::compileObject(g);
+  EXPECT_EQ(object.stats.amxContractions, 0);
+  const cpu::VectorIsa isa = cpu::isaOf(cpu::Jit::host());
+  const bool pairs = isa.avx512 && isa.avx512bf16 && (isa.amx ? bf16DotOutrunsFma() : isa.bf16Dot());
+  EXPECT_EQ(object.stats.bf16PairContractions, pairs ? 1 : 0);
 }
 
 // f32 → bf16 rounding: to nearest even, NaNs kept and quiet, overflow to infinity, in both modes
