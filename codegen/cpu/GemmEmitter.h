@@ -196,6 +196,11 @@ class GemmBuilder {
 
 /// first, first + 1, … (`count` values): shuffle masks.
 std::vector<int> iota(int first, int count);
+/// Stores one AMX step of A's panel at `step` (StridedPacker::amxAt's layout: 32 rows of 16 k
+/// pairs, one row after the other) from its 16 pair rows (`pairRows[j]`: pair j of each of the 32
+/// rows, 32 × i32), transposing them 16 × 16 pairs at a time. Every load of the rows comes before the
+/// stores, so the step may overwrite what they were read from.
+void storeAmxStep(GemmBuilder& g, const std::vector<llvm::Value*>& pairRows, llvm::Value* step);
 /// The transpose of a square matrix held as `rows` vectors of as many lanes (Eklundh's algorithm:
 /// one two-input shuffle per row and step).
 std::vector<llvm::Value*> transposeSquare(llvm::IRBuilder<>& b, std::vector<llvm::Value*> rows);

@@ -360,13 +360,13 @@ class StridedPacker {
     llvm::Type* v = g_.withLanes(store_, kAmxRows);
     llvm::Type* v32 = g_.withLanes(b_.getInt32Ty(), kAmxRows);
     llvm::Value* panels = b_.CreateAdd(full_, b_.CreateZExt(b_.CreateICmpNE(rem_, g_.i64(0)), b_.getInt64Ty()));
-    std::vector<int> interleave, low = iota(0, pairs), high = iota(pairs, pairs);
+    std::vector<int> interleave;
     for (int i = 0; i < kAmxRows; ++i) interleave.push_back(i), interleave.push_back(kAmxRows + i);
     g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
       llvm::Value* row0 = b_.CreateMul(p, g_.i64(kAmxRows));
       llvm::Value* rowsValid = below(b_.CreateSub(rows_, row0), kAmxRows);
       g_.loop(g_.i64(0), kcPad_, kAmxK, "k", [&](llvm::Value* k0) {
-        std::vector<llvm::Value*> first, second;  // rows 0-15 and 16-31, one vector per pair
+        std::vector<llvm::Value*> pairRows;  // the panel's 32 rows' pair j, one vector per pair
         for (int j = 0; j < pairs; ++j) {
           auto load = [&](int dk) {
             llvm::Value* k = b_.CreateAdd(k0, g_.i64(2 * j + dk));
@@ -374,16 +374,9 @@ class StridedPacker {
             llvm::Value* at = b_.CreateGEP(store_, src_, b_.CreateAdd(b_.CreateMul(k, ld_), row0));
             return b_.CreateMaskedLoad(v, at, g_.storeAlign(), mask, llvm::Constant::getNullValue(v));
           };
-          llvm::Value* both = b_.CreateBitCast(b_.CreateShuffleVector(load(0), load(1), interleave), v32);
-          first.push_back(b_.CreateShuffleVector(both, low));
-          second.push_back(b_.CreateShuffleVector(both, high));
+          pairRows.push_back(b_.CreateBitCast(b_.CreateShuffleVector(load(0), load(1), interleave), v32));
         }
-        first = transposeSquare(b_, std::move(first));
-        second = transposeSquare(b_, std::move(second));
-        for (int r = 0; r < pairs; ++r) {
-          for (auto [rows, at] : {std::pair{&first, r}, std::pair{&second, pairs + r}})
-            b_.CreateAlignedStore((*rows)[static_cast<size_t>(r)], amxAt(p, g_.i64(at), k0), llvm::Align(4));
-        }
+        storeAmxStep(g_, pairRows, amxAt(p, g_.i64(0), k0));
       });
     });
     b_.CreateRetVoid();
@@ -570,6 +563,24 @@ std::vector<llvm::Value*> transposeSquare(llvm::IRBuilder<>& b, std::vector<llvm
     }
   }
   return rows;
+}
+
+void storeAmxStep(GemmBuilder& g, const std::vector<llvm::Value*>& pairRows, llvm::Value* step) {
+  llvm::IRBuilder<>& b = g.b;
+  constexpr int kPairs = kAmxK / 2;  // 16: the i32 lanes of a vector
+  KILN_ASSERT(pairRows.size() == kPairs, "an AMX step has {} pair rows", kPairs);
+  std::vector<llvm::Value*> first, second;  // rows 0-15 and 16-31, one vector per pair
+  for (llvm::Value* pair : pairRows) {
+    first.push_back(b.CreateShuffleVector(pair, iota(0, kPairs)));
+    second.push_back(b.CreateShuffleVector(pair, iota(kPairs, kPairs)));
+  }
+  first = transposeSquare(b, std::move(first));
+  second = transposeSquare(b, std::move(second));
+  for (int r = 0; r < kPairs; ++r) {
+    b.CreateAlignedStore(first[static_cast<size_t>(r)], g.at(b.getInt32Ty(), step, g.i64(r * kPairs)), llvm::Align(4));
+    b.CreateAlignedStore(second[static_cast<size_t>(r)], g.at(b.getInt32Ty(), step, g.i64((kPairs + r) * kPairs)),
+                         llvm::Align(4));
+  }
 }
 
 std::vector<int> iota(int first, int count) {

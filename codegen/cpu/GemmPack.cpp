@@ -343,24 +343,12 @@ llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a) {
       });
       return;
     }
-    // A on AMX tiles (StridedPacker::amxAt): per kAmxK k, the 32 rows' 16 pairs one row after the
-    // other — the step's 16 pair rows transposed, 16 × 16 pairs at a time.
-    constexpr int kPairs = kAmxK / 2;
+    // A on AMX tiles (StridedPacker::amxAt): per kAmxK k, the step's 16 pair rows transposed.
     g.loop(g.i64(0), kcPad, kAmxK, "step", [&](llvm::Value* k0) {
-      std::vector<llvm::Value*> first, second;  // rows 0-15 and 16-31, one vector per pair
-      for (int j = 0; j < kPairs; ++j) {
-        llvm::Value* pair = pairAt(panel, b.CreateAdd(b.CreateLShr(k0, g.i64(1)), g.i64(j)));
-        first.push_back(b.CreateShuffleVector(pair, iota(0, kPairs)));
-        second.push_back(b.CreateShuffleVector(pair, iota(kPairs, kPairs)));
-      }
-      first = transposeSquare(b, std::move(first));
-      second = transposeSquare(b, std::move(second));
-      llvm::Value* step = g.at(b.getInt32Ty(), panel, b.CreateMul(k0, g.i64(kAmxRows / 2)));
-      for (int r = 0; r < kPairs; ++r) {
-        b.CreateAlignedStore(first[static_cast<size_t>(r)], g.at(b.getInt32Ty(), step, g.i64(r * kPairs)), align);
-        b.CreateAlignedStore(second[static_cast<size_t>(r)],
-                             g.at(b.getInt32Ty(), step, g.i64((kPairs + r) * kPairs)), align);
-      }
+      std::vector<llvm::Value*> pairRows;
+      for (int j = 0; j < kAmxK / 2; ++j)
+        pairRows.push_back(pairAt(panel, b.CreateAdd(b.CreateLShr(k0, g.i64(1)), g.i64(j))));
+      storeAmxStep(g, pairRows, g.at(b.getInt32Ty(), panel, b.CreateMul(k0, g.i64(kAmxRows / 2))));
     });
   });
   b.CreateRetVoid();
