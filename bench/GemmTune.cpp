@@ -181,7 +181,7 @@ void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
 
 int usage() {
   fmt::print(stderr,
-             "usage: kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] "
+             "usage: kiln_gemm_tune [--bf16 [--no-amx|--no-pairs]] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] "
              "[--pack-a] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
   return 2;
 }
@@ -208,6 +208,10 @@ int main(int argc, char** argv) {
       isa.gemmPackA = true;
     } else if (a == "--bf16") {
       operandDtype = "bf16";
+    } else if (a == "--no-amx") {  // bf16 on vdpbf16ps k pairs, not the tiles
+      isa.amx = false;
+    } else if (a == "--no-pairs") {  // bf16 widened to f32 and the FMAs
+      isa.amx = false, isa.bf16DotPays = false;
     } else if (a == "--kc" || a == "--mb" || a == "--nb") {
       if (i + 1 >= argc) return usage();
       const int64_t v = std::atoll(argv[++i]);

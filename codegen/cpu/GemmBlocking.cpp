@@ -22,6 +22,8 @@ constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial 
 constexpr int64_t kShallowSlice = 48;               // a slice this shallow hands each panel to the epilogue
 constexpr int64_t kAmxInPlacePanels = 4;            // AMX: B panels per block that A read in place may serve
 constexpr int64_t kAmxColumnsFirstK = 512;          // AMX: from this K in one slice, threads split columns first
+constexpr int64_t kAmxPartK = 256;                  // AMX SplitK: k of a part at least, where slices are few
+constexpr int64_t kPairsLeastK = 16;                // bf16: a shallower K widens to f32 instead of k pairs or tiles
 
 /// Whether every batch reads the same elements of `op`: its index, bounds and quotients do not
 /// depend on a batch coordinate of more than one value (a convolution's weights).
@@ -48,14 +50,18 @@ int64_t evenBlock(int64_t size, int64_t most, int64_t unit) {
 /// Turns `p` into the SplitK blocking (at most kSplitsMost parts of at least kSliceBlocksLeast K
 /// slices each) when the partial products fit kSplitBudget; false otherwise.
 bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
-  if (p.kBlocks < 2 * kSliceBlocksLeast) return false;
+  const int64_t least = p.amx ? 1 : kSliceBlocksLeast;
+  if (p.kBlocks < 2 * least) return false;
   p.ldt = roundUp(f.n, p.nr);
   p.partialBytes = align64(roundUp(f.m, p.mr) * p.ldt * bytes);
   if (static_cast<double>(kSplitsMost) * static_cast<double>(f.batch) * static_cast<double>(p.partialBytes) >
       kSplitBudget)
     return false;
   p.path = Path::SplitK;
-  p.splits = std::min(kSplitsMost, p.kBlocks / kSliceBlocksLeast);
+  p.splits = std::min(kSplitsMost, p.kBlocks / least);
+  // AMX slices are deep (kAmxKc): two or three of them split into more parts of one shallower
+  // slice each, of at least kAmxPartK k.
+  if (p.amx && p.splits < kSplitsMost) p.splits = std::clamp(f.k / kAmxPartK, p.splits, kSplitsMost);
   p.sliceBlocks = ceilDiv(p.kBlocks, p.splits);
   // Parts of equal depth: slices that fill every part (five slices in two parts would be three and
   // two, the first part's thread the last to finish), each no deeper than before.
@@ -159,16 +165,23 @@ int tileRows(int64_t m, int mr, AccType acc) {
   return best;
 }
 
-/// bf16 operands on an ISA that multiplies k pairs (natively or emulated).
-bool pairsAvailable(DType dtype, const VectorIsa& isa) {
-  return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot);
+/// bf16 operands on an ISA that multiplies k pairs (natively or emulated), in a product of at
+/// least kPairsLeastK k. A shallower one (a convolution of one or two input channels) widens to f32
+/// for the FMAs: the pairs' second packing pass (windows are packed as f32 through their maps,
+/// then rewritten) costs more than they save, and AMX tiles pad K to 32. cnn's first convolution,
+/// 32×1×3×3 on 64×1×28×28 (K 9), in its bf16 training step: 336–338 → 278–285 µs (`kiln explain cnn
+/// --batch 64 --train --optimizer adam --precision bf16 --measure`, Xeon with AMX); `kiln_gemm_tune
+/// --bf16 [--no-pairs] conv 64 C 28 28 32 3`, 1T: K 9 1025 → 895 µs, K 18 1241 → 1191, K 27 1174 →
+/// 1575 (tiles win from there).
+bool pairsAvailable(const kernels::GemmForm& f, DType dtype, const VectorIsa& isa) {
+  return dtype == DType::bf16 && (isa.bf16Dot() || isa.emulateBf16Dot) && f.k >= kPairsLeastK;
 }
 
 }  // namespace
 
-bool usesBf16Pairs([[maybe_unused]] const kernels::GemmForm& f, const Blocking& plan, DType dtype,
+bool usesBf16Pairs(const kernels::GemmForm& f, const Blocking& plan, DType dtype,
                    const VectorIsa& isa) {
-  return plan.path != Path::Small && pairsAvailable(dtype, isa);
+  return plan.path != Path::Small && pairsAvailable(f, dtype, isa);
 }
 
 namespace {
@@ -180,7 +193,7 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   p.lanes = isa.f32Lanes * 4 / bytes;
   const std::array<int, 2> tile = registerTile(isa, acc);
   p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
-  const bool pairs = pairsAvailable(dtype, isa);
+  const bool pairs = pairsAvailable(f, dtype, isa);
   if (pairs && isa.amxTiles()) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
   // bf16 k pairs: a slice of twice the k in the f32 slice's bytes (the micro-kernel's tile, loaded
   // and stored once a slice, then serves twice the work). simplenet's bf16 products on 2 threads
@@ -345,7 +358,7 @@ int64_t sliceInRun(int64_t run, int64_t kc, int unit) {
 }  // namespace
 
 Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& isa, DType dtype) {
-  if (takesSmallPath(f, pairsAvailable(dtype, isa))) return smallBlocking(f, acc, isa);
+  if (takesSmallPath(f, pairsAvailable(f, dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p = packedBlocking(f, acc, isa, dtype);
   p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa) || amxRowsInPlace(f, p, dtype, isa);
   // A in runs: read in place too, with K slices that divide the run (cnn's weight gradients: of

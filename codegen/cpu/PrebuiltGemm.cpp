@@ -58,6 +58,7 @@ std::vector<Contraction> coveringSet(DType t) {
       set.push_back(matmul(100, 200, 150, ta, tb));  // packed, 10-row tiles
       set.push_back(matmul(64, 128, 784, ta, tb));   // split K, 8-row tiles
       set.push_back(matmul(33, 130, 9001, ta, tb));  // K too deep to keep B packed
+      set.push_back(matmul(64, 1000, 10, ta, tb));   // K under 16, B past L1: bf16 widened to f32, packed
       for (int64_t m = 1; m <= 8; ++m) set.push_back(matmul(m, 40, 50, ta, tb));  // small M
       for (int64_t m : {9, 13, 100}) set.push_back(matmul(m, 64, 64, ta, tb));     // in L1
     }

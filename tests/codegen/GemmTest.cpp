@@ -142,9 +142,11 @@ TEST(Gemm, Avx512) {
 // partial panels, every transpose (both packings of both operands), split K, a broadcast batch, a
 // product that fits L1 (whose f32 path is the small one) and convolutions, whose windows are packed
 // through their index maps as f32 and rewritten as pairs (emitPairPackFunction): forward, both
-// gradients, with groups, stride, padding and dilation. Products of at most 8 rows keep converting
-// to f32.
+// gradients, with groups, stride, padding and dilation. Products of at most 8 rows, and of a K under
+// 16 (a convolution of one or two input channels: the pairs would not pay for their packing), keep
+// converting to f32.
 TEST(Gemm, Bf16PairsEmulated) {
+  constexpr Conv kThreeGroups{1, 12, 8, 10, 6, 2, 3, 3, 3, 3, 2, 0, 1, 2};  // kConvs[2], K 24 instead of 12
   for (VectorIsa isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
     SCOPED_TRACE(fmt::format("{} lanes", isa.f32Lanes));
     isa.avx512bf16 = false;  // emulated even where this CPU has vdpbf16ps
@@ -161,7 +163,8 @@ TEST(Gemm, Bf16PairsEmulated) {
                                   kConvs[0].forward(),
                                   kConvs[1].gradInput(),
                                   kConvs[6].gradWeight(),
-                                  kConvs[2].forward(),
+                                  kThreeGroups.forward(),
+                                  kConvs[2].forward(),  // K 12
                                   matmul(5, 33, 70, false, true)};
     std::vector<Compiled> kernels = compileAll(hostJit(), cases, DType::bf16, isa, &ir);
     EXPECT_NE(ir.find("@kiln.gemm.ukernel.f32."), std::string::npos);
@@ -172,7 +175,7 @@ TEST(Gemm, Bf16PairsEmulated) {
     for (size_t i = 0; i < kernels.size(); ++i) {
       const gemm::Blocking plan = gemm::blockingFor(kernels[i].form, AccType::F32, isa, DType::bf16);
       const bool pairs = gemm::usesBf16Pairs(kernels[i].form, plan, DType::bf16, isa);
-      EXPECT_EQ(pairs, i + 1 < cases.size()) << cases[i].graph(DType::bf16);
+      EXPECT_EQ(pairs, i + 2 < cases.size()) << cases[i].graph(DType::bf16);
       verify(kernels[i], cases[i], DType::bf16, {1, 2}, isa);
     }
   }
@@ -253,6 +256,10 @@ TEST(Gemm, AmxTilesEmulated) {
   // Convolution windows take the tiles too (packed through their maps, then rewritten); f32
   // operands stay off them.
   EXPECT_TRUE(gemm::blockingFor(formOf(kConvs[0].forward()), AccType::F32, isa, DType::bf16).amx);
+  // A K under 16 (here 12) would pad every tile product's 32 k: widened to f32 instead.
+  const Case shallow = kConvs[2].forward();
+  EXPECT_FALSE(gemm::blockingFor(formOf(shallow), AccType::F32, isa, DType::bf16).amx);
+  verify(compileAll(hostJit(), {shallow}, DType::bf16, isa).at(0), shallow, DType::bf16, {1, 2}, isa);
   EXPECT_NE(ir.find(".pack_a.pairs("), std::string::npos) << "A through its map, in tiles";
   EXPECT_NE(ir.find(".pack_b.pairs("), std::string::npos);
   EXPECT_FALSE(gemm::blockingFor(kernels[0].form, AccType::F32, isa, DType::f32).amx);
