@@ -30,6 +30,7 @@ constexpr double kGemmParallelFlops = 2.0 * (1 << 20);  // GemmEmitter.h kParall
 constexpr double kGemmEpilogueFlopWeight = 8;           // GemmEmitter.h kEpilogueFlopWeight (workOf)
 constexpr int64_t kSmallM = 8;                    // GemmSmall.cpp: rows of the small path
 constexpr double kSmallParallelBytes = 1 << 20;   // GemmSmall.cpp: bytes of B from which it splits
+constexpr int64_t kBf16PairsLeastK = 16;          // GemmBlocking.cpp kPairsLeastK: a shallower bf16 K widens to f32
 
 /// The rate of a plain elementwise op (add, mul, select, …) in kiln's vectorized loops as a
 /// fraction of the FMA peak (which counts two flops per lane and FMA): loads, stores and index
@@ -153,22 +154,32 @@ class GemmModel {
     for (const GemmPoint& g : cpu.gemm)
       if (g.op == "matmul" && g.dtype == "f32" && g.micros > 0) points.push_back(&g);
     fit(points);
-    std::vector<double> bf16;
     for (const GemmPoint& g : cpu.gemm) {
       if (g.micros <= 0) continue;
       const double f = g.micros / micros(g.batch, g.m, g.n, g.k);
-      if (g.dtype == "bf16") bf16.push_back(std::clamp(f, 0.05, 2.0));
-      else if (g.op != "matmul") factors_.emplace_back(g.op, std::clamp(f, 0.5, 20.0));
+      if (g.op == "matmul") {
+        if (g.dtype == "bf16") bf16_.push_back({flopsOf(g.batch, g.m, g.n, g.k), std::clamp(f, 0.05, 2.0), g.m});
+      } else {
+        factors_.push_back({g.op, g.dtype, std::clamp(f, g.dtype == "f32" ? 0.5 : 0.05, 20.0)});
+      }
     }
-    // bf16 matmuls: the median of the bf16 probes against the f32 model (1 without probes).
-    if (!bf16.empty()) {
-      std::sort(bf16.begin(), bf16.end());
-      bf16Factor_ = bf16[bf16.size() / 2];
-    }
+    std::sort(bf16_.begin(), bf16_.end(), [](const Bf16Point& x, const Bf16Point& y) { return x.flops < y.flops; });
   }
 
-  /// bf16 matmul time over f32's, from the profile's bf16 probes (1 when it has none).
-  double bf16Factor() const { return bf16Factor_; }
+  /// bf16 matmul time over the f32 model's for a product of `flops`: the bf16 squares' factors
+  /// interpolated in log(flops), the nearest one's outside them (1 without bf16 probes). Small
+  /// products gain far less than large ones (packing pairs, the tiles' configuration and C round
+  /// trips): on the Xeon with AMX, 64³ 0.6× and 1024³ 0.17×.
+  double bf16Factor(double flops) const {
+    if (bf16_.empty()) return 1;
+    if (flops <= bf16_.front().flops) return bf16_.front().factor;
+    if (flops >= bf16_.back().flops) return bf16_.back().factor;
+    size_t i = 1;
+    while (bf16_[i].flops < flops) ++i;
+    const Bf16Point &lo = bf16_[i - 1], &hi = bf16_[i];
+    const double t = std::log(flops / lo.flops) / std::log(hi.flops / lo.flops);
+    return lo.factor + t * (hi.factor - lo.factor);
+  }
 
   /// The fitted coefficients, the convolution factors and each probe against the fit.
   std::string text() const {
@@ -177,8 +188,11 @@ class GemmModel {
         "call {:.2f} µs\n",
         c_[0], 100 / c_[0], c_[1], c_[2], c_[3], c_[4], c_[5]);
     out += "  convolution factors:";
-    for (const auto& [o, f] : factors_) out += fmt::format(" {} {:.2f}×", o, f);
-    out += fmt::format("; bf16 matmuls {:.2f}×", bf16Factor_);
+    for (const ConvFactor& c : factors_)
+      out += fmt::format(" {}{} {:.2f}×", c.op, c.dtype == "f32" ? "" : " " + c.dtype, c.factor);
+    out += "; bf16 matmuls";
+    if (bf16_.empty()) out += " 1× (no bf16 probes)";
+    for (const Bf16Point& b : bf16_) out += fmt::format(" {:.2f}× at {}³", b.factor, b.size);
     out += "\n  probes, measured against the model:";
     for (const GemmPoint& g : cpu_.gemm)
       if (g.op == "matmul" && g.dtype == "f32")
@@ -187,13 +201,22 @@ class GemmModel {
     return out + "\n";
   }
 
-  /// Microseconds of a contraction `op` in GEMM form batch × m×n×k.
-  double micros(ir::OpKind op, int64_t batch, int64_t m, int64_t n, int64_t k) const {
-    double t = micros(batch, m, n, k);
+  /// Microseconds of a contraction `op` in GEMM form batch × m×n×k with operands of `dtype`. A
+  /// bf16 matmul takes the bf16 squares' factor at its size; a convolution its form's probe in its
+  /// dtype, else (a profile before format 6: no bf16 convolution probes) its f32 probe, as f32. A
+  /// bf16 K under kBf16PairsLeastK is widened to f32 by the backend, and priced so.
+  double micros(ir::OpKind op, DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) const {
+    const double t = micros(batch, m, n, k);
+    const bool bf16 = dtype == DType::bf16 && k >= kBf16PairsLeastK;
+    if (op == OpKind::MatMul) return bf16 ? t * bf16Factor(flopsOf(batch, m, n, k)) : t;
     const std::string_view name = ir::opInfo(op).name;
-    for (const auto& [o, f] : factors_)
-      if (o == name) t *= f;
-    return t;
+    const ConvFactor* f32 = nullptr;
+    for (const ConvFactor& c : factors_) {
+      if (c.op != name) continue;
+      if (c.dtype == (bf16 ? "bf16" : "f32")) return t * c.factor;
+      if (c.dtype == "f32") f32 = &c;
+    }
+    return f32 ? t * f32->factor : t;
   }
 
  private:
@@ -305,8 +328,16 @@ class GemmModel {
 
   const CpuProfile& cpu_;
   Terms c_{1, 0, 0, 0, 0, 0};
-  std::vector<std::pair<std::string, double>> factors_;
-  double bf16Factor_ = 1;
+  struct ConvFactor {
+    std::string op, dtype;
+    double factor;
+  };
+  std::vector<ConvFactor> factors_;
+  struct Bf16Point {
+    double flops, factor;
+    int64_t size;
+  };
+  std::vector<Bf16Point> bf16_;  // the bf16 squares' factors, by flops
 };
 
 /// cuBLASLt's time for a product of `flops` at `peak` GFLOP/s (of the operands' precision):
@@ -382,11 +413,8 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
     } else {
       e.threads = gemmFlops + kGemmEpilogueFlopWeight * f.epilogueFlops >= kGemmParallelFlops ? all : 1;
       const GemmModel model(cpu);
-      gemmMicros = model.micros(k.contraction.op, f.batch, f.m, f.n, f.k);
-      // bf16 matmul operands stay bf16 on CPUs with a bf16 path. Convolutions do too, but at 2–3 times
-      // their f32 speed rather than the squares' factor: priced as f32 (docs/COST.md).
-      if (k.contraction.op == OpKind::MatMul && k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype == DType::bf16)
-        gemmMicros *= model.bf16Factor();
+      gemmMicros = model.micros(k.contraction.op, k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype,
+                                f.batch, f.m, f.n, f.k);
     }
     dispatches = e.threads > 1;
   } else if (k.op) {

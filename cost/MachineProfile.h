@@ -29,10 +29,11 @@ namespace kiln::cost {
 
 /// The format of machine.json; a cache of another format is measured again. Format 4 adds bf16
 /// GEMM probes (GemmPoint::dtype); format 5 has a bf16 peak only where kiln's bf16 products run on
-/// AMX or vdpbf16ps (not where vdpbf16ps is slower than the FMAs and they convert to f32). Files
+/// AMX or vdpbf16ps (not where vdpbf16ps is slower than the FMAs and they convert to f32); format 6
+/// adds bf16 convolution probes (older files price bf16 convolutions as f32). Files
 /// of format 3 (a GPU profile measured elsewhere, such as cost/profiles/h200.json) are still read,
 /// their GEMM points f32.
-inline constexpr int kProfileFormat = 5;
+inline constexpr int kProfileFormat = 6;
 inline constexpr int kProfileFormatOldest = 3;
 
 /// What makes a cached CPU profile valid for this process.
@@ -52,7 +53,8 @@ struct BandwidthPoint {
 
 /// One measured contraction of kiln's CPU GEMM in its GEMM form (kernels/Gemm.h): the op, the
 /// batch and the product's M, N and K, and the kernel's own time; f32 operands unless `dtype` says
-/// bf16 (the amp pass's bf16 matmuls: vdpbf16ps k pairs or AMX tiles where the CPU has them).
+/// bf16 (the amp pass's bf16 matmuls and convolutions: vdpbf16ps k pairs or AMX tiles where the
+/// CPU has them).
 struct GemmPoint {
   int64_t m = 0, n = 0, k = 0;
   double micros = 0;

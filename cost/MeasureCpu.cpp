@@ -8,7 +8,7 @@
 //               kernels::Kernel counts them: each array read or written once)
 //   read        a sum over the same ladder (reads only), so reads and writes get their own rates
 //   gemm        kiln's own generated GEMM: cpu::Program on square f32 matmul graphs (16 … 1024), a
-//               shallow-K product, each convolution form and bf16 squares (256 … 1024), the
+//               shallow-K product, bf16 squares (64 … 1024) and each convolution form in f32 and bf16, the
 //               kernel's time from the program's per-kernel profile, on the global pool
 //   ops         kiln's vectorized code for each costly elementwise op (exp, tanh, erf, div, …) and
 //               for row reductions of short and long rows, on one thread, in cache
@@ -342,28 +342,34 @@ GemmPoint measureMatmul(int64_t m, int64_t n, int64_t k, int64_t batch = 1, cons
 }
 
 /// Each convolution form on x[8,32,14,14] and w[64,32,3,3] with padding 1 (a middle layer of a
-/// small CNN at a small batch), as GEMM points of their forms (kernels/Gemm.h).
-std::vector<GemmPoint> measureConvolutions() {
+/// small CNN at a small batch), as GEMM points of their forms (kernels/Gemm.h), with operands of
+/// `dtype` (f32, or bf16 as the amp pass leaves a convolution's operands).
+std::vector<GemmPoint> measureConvolutions(const std::string& dtype) {
   const std::string head = "graph @conv {\n";
-  const std::string x = "  input %x : f32[8,32,14,14]\n", w = "  input %w : f32[64,32,3,3]\n",
-                    dy = "  input %dy : f32[8,64,14,14]\n";
+  auto input = [&](const char* name, const char* shape) { return fmt::format("  input %{} : {}[{}]\n", name, dtype, shape); };
+  const std::string x = input("x", "8,32,14,14"), w = input("w", "64,32,3,3"), dy = input("dy", "8,64,14,14");
   std::vector<GemmPoint> out;
   out.push_back({64, 196, 288,
-                 kernelMicros(head + x + w + "  %0 = conv2d(%x, %w) {padding=[1,1]} : f32[8,64,14,14]\n  output %y = %0\n}\n",
+                 kernelMicros(head + x + w + fmt::format("  %0 = conv2d(%x, %w) {{padding=[1,1]}} : {}[8,64,14,14]\n", dtype) +
+                                  "  output %y = %0\n}\n",
                               0.03),
-                 "conv2d", 8});
+                 "conv2d", 8, dtype});
   out.push_back({32, 196, 576,
                  kernelMicros(head + dy + w +
-                                  "  %0 = conv2d_grad_input(%dy, %w) {input_shape=[8,32,14,14], padding=[1,1]} : "
-                                  "f32[8,32,14,14]\n  output %dx = %0\n}\n",
+                                  fmt::format("  %0 = conv2d_grad_input(%dy, %w) {{input_shape=[8,32,14,14], padding=[1,1]}} : "
+                                              "{}[8,32,14,14]\n",
+                                              dtype) +
+                                  "  output %dx = %0\n}\n",
                               0.03),
-                 "conv2d_grad_input", 8});
+                 "conv2d_grad_input", 8, dtype});
   out.push_back({64, 288, 8 * 196,
                  kernelMicros(head + x + dy +
-                                  "  %0 = conv2d_grad_weight(%x, %dy) {weight_shape=[64,32,3,3], padding=[1,1]} : "
-                                  "f32[64,32,3,3]\n  output %dw = %0\n}\n",
+                                  fmt::format("  %0 = conv2d_grad_weight(%x, %dy) {{weight_shape=[64,32,3,3], padding=[1,1]}} : "
+                                              "{}[64,32,3,3]\n",
+                                              dtype) +
+                                  "  output %dw = %0\n}\n",
                               0.03),
-                 "conv2d_grad_weight"});
+                 "conv2d_grad_weight", 1, dtype});
   return out;
 }
 
@@ -500,8 +506,11 @@ CpuProfile measureCpu(const std::function<void(const std::string&)>& progress) {
     p.gemm.push_back(measureMatmul(m, n, k));
   p.gemm.push_back(measureMatmul(32, 32, 32, 64));  // many small products (attention heads)
   // bf16 products (the amp pass's): how much faster than f32 this CPU's bf16 path is.
-  for (int64_t size : {256, 512, 1024}) p.gemm.push_back(measureMatmul(size, size, size, 1, "bf16"));
-  for (GemmPoint& g : measureConvolutions()) p.gemm.push_back(std::move(g));
+  for (int64_t size : {64, 128, 256, 512, 1024}) p.gemm.push_back(measureMatmul(size, size, size, 1, "bf16"));
+  // Convolutions in both: bf16 ones take the k pairs and the tiles too, but pack their operands
+  // through index maps, so their gain over f32 is not the squares'.
+  for (const char* dtype : {"f32", "bf16"})
+    for (GemmPoint& g : measureConvolutions(dtype)) p.gemm.push_back(std::move(g));
   say("cpu: elementwise ops and row reductions");
   p.opNanos = measureOps();
   std::tie(p.reduceRowNanos, p.reduceElementNanos) = measureReductions();

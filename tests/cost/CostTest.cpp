@@ -43,9 +43,12 @@ CpuProfile fakeCpu() {
             mm(32, 512, 512, 151),    mm(512, 32, 512, 113),   mm(32, 32, 32, 52, 64),
             {64, 196, 288, 511, "conv2d", 8}, {32, 196, 576, 739, "conv2d_grad_input", 8},
             {64, 288, 1568, 1537, "conv2d_grad_weight", 1},
-            // bf16 squares at about twice f32's rate (vdpbf16ps k pairs)
-            {256, 256, 256, 110, "matmul", 1, "bf16"}, {512, 512, 512, 790, "matmul", 1, "bf16"},
-            {1024, 1024, 1024, 6500, "matmul", 1, "bf16"}};
+            // bf16 squares at about twice f32's rate (vdpbf16ps k pairs), a small one at f32's
+            {64, 64, 64, 7.0, "matmul", 1, "bf16"}, {256, 256, 256, 110, "matmul", 1, "bf16"}, {512, 512, 512, 790, "matmul", 1, "bf16"},
+            {1024, 1024, 1024, 6500, "matmul", 1, "bf16"},
+            // bf16 convolutions at 1.5–2.5 times f32's rate, not the squares'
+            {64, 196, 288, 256, "conv2d", 8, "bf16"}, {32, 196, 576, 490, "conv2d_grad_input", 8, "bf16"},
+            {64, 288, 1568, 615, "conv2d_grad_weight", 1, "bf16"}};
   c.opNanos = {{"exp", 0.5}, {"tanh", 1.0}, {"erf", 1.4}, {"max_pool2d", 0.06}, {"max_pool2d_grad", 0.12}};
   c.reduceRowNanos = 0;
   c.reduceElementNanos = 0.16;
@@ -351,9 +354,57 @@ TEST(CostModel, LowPrecisionContractionsUseTheirPeak) {
   // profile without bf16 probes prices bf16 matmuls as f32 ones.
   CpuProfile cpu = fakeCpu();
   EXPECT_NEAR(predictCpu(ks32[0], cpu).computeMicros / predictCpu(ks[0], cpu).computeMicros, 2.0, 0.2);
-  EXPECT_THAT(cpuModelText(cpu), HasSubstr("bf16 matmuls 0.5"));
+  EXPECT_THAT(cpuModelText(cpu), HasSubstr("0.5")) << "1024³'s factor";
+  EXPECT_THAT(cpuModelText(cpu), HasSubstr("× at 1024³"));
+  // Small products at the small probe's rate (64³: its measured 7.0 µs), those between two probes
+  // in between (128³: its f32 time over 1…2); a K under 16 widens to f32 (the backend's rule).
+  auto square = [](const char* t, int64_t m, int64_t k) {
+    return kernelsOf(fmt::format("graph @g {{\n  input %a : {0}[{1},{2}]\n  input %b : {0}[{2},{1}]\n"
+                                 "  %0 = matmul(%a, %b) : {0}[{1},{1}]\n  output %c = %0\n}}\n",
+                                 t, m, k))[0];
+  };
+  EXPECT_NEAR(predictCpu(square("bf16", 64, 64), cpu).computeMicros, 7.0, 0.05);
+  const double mid = predictCpu(square("f32", 128, 128), cpu).computeMicros /
+                     predictCpu(square("bf16", 128, 128), cpu).computeMicros;
+  EXPECT_GT(mid, 1.05);
+  EXPECT_LT(mid, 1.95);
+  EXPECT_NEAR(predictCpu(square("f32", 512, 8), cpu).computeMicros, predictCpu(square("bf16", 512, 8), cpu).computeMicros,
+              1e-9);
   std::erase_if(cpu.gemm, [](const GemmPoint& g) { return g.dtype == "bf16"; });
   EXPECT_NEAR(predictCpu(ks32[0], cpu).computeMicros / predictCpu(ks[0], cpu).computeMicros, 1.0, 0.01);
+}
+
+TEST(CostModel, Bf16ConvolutionsUseTheirOwnProbes) {
+  // Each convolution form in bf16 at its own probe's rate against the same form in f32 (the probes
+  // above: 2×, 1.5× and 2.5×), not at the squares' 2×; without bf16 convolution probes (a profile
+  // before format 6), as f32.
+  auto conv = [](const char* t) {
+    const std::string x = fmt::format("  input %x : {}[8,32,14,14]\n", t), w = fmt::format("  input %w : {}[64,32,3,3]\n", t),
+                      dy = fmt::format("  input %dy : {}[8,64,14,14]\n", t);
+    return std::vector<std::vector<kernels::Kernel>>{
+        kernelsOf("graph @g {\n" + x + w + fmt::format("  %0 = conv2d(%x, %w) {{padding=[1,1]}} : {}[8,64,14,14]\n", t) +
+                  "  output %y = %0\n}\n"),
+        kernelsOf("graph @g {\n" + dy + w +
+                  fmt::format("  %0 = conv2d_grad_input(%dy, %w) {{input_shape=[8,32,14,14], padding=[1,1]}} : {}[8,32,14,14]\n", t) +
+                  "  output %dx = %0\n}\n"),
+        kernelsOf("graph @g {\n" + x + dy +
+                  fmt::format("  %0 = conv2d_grad_weight(%x, %dy) {{weight_shape=[64,32,3,3], padding=[1,1]}} : {}[64,32,3,3]\n", t) +
+                  "  output %dw = %0\n}\n")};
+  };
+  const auto f32 = conv("f32"), bf16 = conv("bf16");
+  CpuProfile cpu = fakeCpu();
+  const double ratios[] = {511.0 / 256, 739.0 / 490, 1537.0 / 615};
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(f32[i].size(), 1u);
+    ASSERT_EQ(bf16[i].size(), 1u);
+    EXPECT_NEAR(predictCpu(f32[i][0], cpu).computeMicros / predictCpu(bf16[i][0], cpu).computeMicros, ratios[i], 0.02)
+        << f32[i][0].name;
+  }
+  EXPECT_THAT(cpuModelText(cpu), HasSubstr("conv2d_grad_weight bf16 "));
+  std::erase_if(cpu.gemm, [](const GemmPoint& g) { return g.dtype == "bf16" && g.op != "matmul"; });
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(predictCpu(f32[i][0], cpu).computeMicros / predictCpu(bf16[i][0], cpu).computeMicros, 1.0, 0.01)
+        << f32[i][0].name;
 }
 
 TEST(CostModel, ATinyModelOnAGpuIsLaunchAndTransferBound) {
