@@ -117,18 +117,26 @@ NestWork nestWork(const kernels::Kernel& k, const CpuProfile& cpu, bool countPar
   return w;
 }
 
-/// Micro-tile of kiln's packed GEMM for the vector width (Gemm.cpp's blocking table).
-std::pair<int64_t, int64_t> microTile(int lanes) {
-  if (lanes >= 16) return {12, 32};
-  if (lanes == 8) return {6, 16};
-  return {4, 8};
-}
-
 int64_t roundUp(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+/// Micro-tile of kiln's packed GEMM for a product of `m` rows at the vector width (Gemm.cpp's
+/// blocking table; on AVX-512 GemmBlocking.cpp's tileShape: 8 × 48, or 10 × 32 / 12 × 32 where
+/// those pad M to 3 % fewer rows).
+std::pair<int64_t, int64_t> microTile(int64_t m, int lanes) {
+  if (lanes == 8) return {6, 16};
+  if (lanes < 16) return {4, 8};
+  std::pair<int64_t, int64_t> tile{8, 48};
+  double best = static_cast<double>(roundUp(std::max<int64_t>(m, 1), 8));
+  for (int64_t rows : {10, 12}) {
+    const double padded = static_cast<double>(roundUp(std::max<int64_t>(m, 1), rows)) * 1.03;
+    if (padded < best) tile = {rows, 32}, best = padded;
+  }
+  return tile;
+}
 
 /// The fraction of the micro-tiles' work that lands in the result: edges are computed padded.
 double tileUse(int64_t m, int64_t n, int lanes) {
-  auto [mr, nr] = microTile(lanes);
+  auto [mr, nr] = microTile(m, lanes);
   return static_cast<double>(m * n) / static_cast<double>(roundUp(m, mr) * roundUp(n, nr));
 }
 
@@ -235,7 +243,7 @@ class GemmModel {
   /// thread work (at least 4 items, an even number below 16), B blocks narrowed to stay packed over
   /// all of K; padded to whole micro-tiles, as the packed panels are.
   Blocking blocks(int64_t batch, int64_t m, int64_t n, int64_t k) const {
-    auto [mr, nr] = microTile(cpu_.f32Lanes);
+    auto [mr, nr] = microTile(m, cpu_.f32Lanes);
     auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
     auto evenBlock = [&](int64_t size, int64_t most, int64_t unit) {
       return size == 0 ? unit : roundUp(ceilDiv(size, ceilDiv(size, most)), unit);

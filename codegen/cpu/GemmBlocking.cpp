@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
 constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
-constexpr double kTileRowsGain = 0.03;              // fewer padded rows a narrower register tile must save
+constexpr double kTileRowsGain = 0.03;              // fewer padded rows a 10- or 12-row tile must save
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
@@ -142,27 +142,27 @@ std::optional<ARuns> aRunsOf(const kernels::GemmForm& f) {
 }
 
 std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
-  return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * (isa.f32Lanes * 4 / accBytes(acc))};
+  const int lanes = isa.f32Lanes * 4 / accBytes(acc);
+  if (isa.avx512 && acc == AccType::F32) return {8, 3 * lanes};
+  return {isa.avx512 ? 12 : isa.f32Lanes == 8 ? 6 : 4, 2 * lanes};
 }
 
 namespace {
-/// The register tile's rows for a product of `m` rows: the ISA's `mr`, or for f32 accumulators
-/// `mr` − 2 or `mr` − 4 (at least 8) where that pads M to fewer rows by more than kTileRowsGain:
-/// an edge tile computes its padding rows for nothing, and a narrower tile keeps the same
-/// columns and nearly the same speed (`kiln_gemm_tune --mr 8|10|12`, Zen 5, 1 thread:
-/// 10000×512·512×1000 198 / 199 / 201 GFLOP/s). mnist_mlp's 100 rows take 10 (1T 166 → 174–178
-/// GFLOP/s on 100×784·784×128), a convolution of 64 or 32 channels 8 (cnn's second
-/// convolution, 64×32×3×3 on 64×32×14×14: 113–129 → 158 GFLOP/s).
-int tileRows(int64_t m, int mr, AccType acc) {
-  if (acc != AccType::F32 || m <= 0) return mr;
-  int best = mr;
-  double bestRows = static_cast<double>(roundUp(m, mr));
-  for (int narrower : {mr - 2, mr - 4}) {
-    if (narrower < 8) break;  // AVX-512 only: AVX2's 6 rows have no room to narrow
-    const double rows = static_cast<double>(roundUp(m, narrower)) * (1 + kTileRowsGain);
-    if (rows < bestRows) best = narrower, bestRows = rows;
+/// The register tile of a product of `m` rows: the ISA's (registerTile), or on AVX-512 for f32
+/// accumulators 10 × 32 or 12 × 32 where those pad M to fewer rows than 8-row tiles by more than
+/// kTileRowsGain: an edge tile computes its padding rows for nothing. mnist_mlp's 100 rows take
+/// 10 × 32 (104 rows as 8-row tiles; `kiln_gemm_tune --threads 1 100 128 784`, medians of three:
+/// 147–149 GFLOP/s as 10 × 32, 144–145 as 8 × 48); a convolution of 32 or 64 channels, and every
+/// M that is a multiple of 8, 8 × 48.
+std::array<int, 2> tileShape(int64_t m, const VectorIsa& isa, AccType acc) {
+  std::array<int, 2> tile = registerTile(isa, acc);
+  if (!isa.avx512 || acc != AccType::F32 || m <= 0) return tile;
+  double bestRows = static_cast<double>(roundUp(m, tile[0]));
+  for (int rows : {10, 12}) {
+    const double padded = static_cast<double>(roundUp(m, rows)) * (1 + kTileRowsGain);
+    if (padded < bestRows) tile = {rows, 2 * isa.f32Lanes}, bestRows = padded;
   }
-  return best;
+  return tile;
 }
 
 /// bf16 operands on an ISA that multiplies k pairs (natively or emulated), in a product of at
@@ -191,8 +191,8 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
-  const std::array<int, 2> tile = registerTile(isa, acc);
-  p.mr = isa.gemmMr > 0 ? isa.gemmMr : tileRows(f.m, tile[0], acc), p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
+  const std::array<int, 2> tile = tileShape(f.m, isa, acc);
+  p.mr = isa.gemmMr > 0 ? isa.gemmMr : tile[0], p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
   const bool pairs = pairsAvailable(f, dtype, isa);
   if (pairs && isa.amxTiles()) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;
   // bf16 k pairs: a slice of twice the k in the f32 slice's bytes (the micro-kernel's tile, loaded

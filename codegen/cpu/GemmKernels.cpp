@@ -471,14 +471,16 @@ class StridedPacker {
     return b_.CreateMaskedLoad(type, at, g_.storeAlign(), mask, llvm::Constant::getNullValue(type));
   }
 
-  /// x / width: by MR or by NR as constants (a multiply), any other width (the small path's
-  /// converted B, GemmSmall.cpp) at run time. MR and NR are the ISA's, not this kernel's plan's:
-  /// the routine is shared by every contraction of the module.
+  /// x / width: by the widths of the ISA's register tiles as constants (a multiply), any other
+  /// width (the small path's converted B, GemmSmall.cpp) at run time. They are the ISA's, not this
+  /// kernel's plan's: the routine is shared by every contraction of the module.
   llvm::Value* divideByWidth(llvm::Value* x) {
     const std::array<int, 2> tile = registerTile(g_.isa, g_.acc);
-    llvm::Value* other = b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(tile[1])), b_.CreateUDiv(x, g_.i64(tile[1])),
-                                         b_.CreateUDiv(x, w_));
-    return b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(tile[0])), b_.CreateUDiv(x, g_.i64(tile[0])), other);
+    std::vector<int> widths{tile[0], tile[1]};
+    if (g_.isa.avx512 && g_.acc == AccType::F32) widths.insert(widths.end(), {10, 12, 2 * g_.isa.f32Lanes});  // tileShape
+    llvm::Value* q = b_.CreateUDiv(x, w_);
+    for (int w : widths) q = b_.CreateSelect(b_.CreateICmpEQ(w_, g_.i64(w)), b_.CreateUDiv(x, g_.i64(w)), q);
+    return q;
   }
 
   /// Row kk of panel p in the destination.

@@ -54,8 +54,9 @@ std::vector<Contraction> coveringSet(DType t) {
     for (bool tb : {false, true}) {
       set.push_back(matmul(300, 200, 150, ta, tb));  // packed
       set.push_back(matmul(100, 128, 784, ta, tb));  // split K in two parts (10-row tiles on AVX-512)
-      set.push_back(matmul(64, 200, 150, ta, tb));   // packed, 8-row tiles on AVX-512
+      set.push_back(matmul(64, 200, 150, ta, tb));   // packed, 8 × 48 tiles on AVX-512
       set.push_back(matmul(100, 200, 150, ta, tb));  // packed, 10-row tiles
+      set.push_back(matmul(36, 200, 150, ta, tb));   // packed, 12-row tiles
       set.push_back(matmul(64, 128, 784, ta, tb));   // split K, 8-row tiles
       set.push_back(matmul(33, 130, 9001, ta, tb));  // K too deep to keep B packed
       set.push_back(matmul(64, 1000, 10, ta, tb));   // K under 16, B past L1: bf16 widened to f32, packed

@@ -73,11 +73,13 @@ TEST(Gemm, ReadsARowsInPlace) {
 
 // A's rows are packed instead where more of a register tile's rows fall into one L1 set than the
 // cache has ways (a row stride of a multiple of 4 KiB: 1024 f32 columns): in place they would evict
-// each other at every step. 512 columns (2 KiB) spread 12 rows over two sets, 6 in each.
-// (96 and 60 rows: 12-row tiles.)
+// each other at every step. 512 columns (2 KiB) spread 12 rows over two sets, 6 in each. (12-row
+// tiles, forced: AVX-512's own 8-row tiles fit Zen 4's 8 ways.)
 TEST(Gemm, PacksARowsThatShareL1Sets) {
-  const VectorIsa isa = isaOf(*makeJit("znver4"));
+  VectorIsa isa = isaOf(*makeJit("znver4"));
   ASSERT_EQ(isa.l1Ways, 8) << "Zen 4: 32 KiB of 8 ways";
+  EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, isa).aInPlace) << "8 rows, 8 ways";
+  isa.gemmMr = 12, isa.gemmNr = 32;
   EXPECT_FALSE(gemm::blockingFor(formOf(matmul(96, 64, 1024)), AccType::F32, isa).aInPlace);
   EXPECT_FALSE(gemm::blockingFor(formOf(matmul(96, 64, 2048, false, true)), AccType::F32, isa).aInPlace);
   EXPECT_TRUE(gemm::blockingFor(formOf(matmul(96, 64, 512)), AccType::F32, isa).aInPlace);
@@ -365,26 +367,31 @@ TEST(Gemm, ShallowSliceHandsPanelsToTheEpilogue) {
   check(hostJit(), matmul(37, 600, 20), DType::f64, {2});
 }
 
-// f32 products whose rows AVX-512's 12-row register tile would pad take tiles of 10 or 8 rows
-// where that saves more than 3 % of the rows (Gemm.cpp's tileRows): mnist_mlp's batch of 100 and
-// convolutions of 32 or 64 channels. The others, f64, and AVX2 keep their tiles; the products
-// stay right on every path and transpose, on 1 and 2 threads.
+// AVX-512's f32 register tile is 8 × 48; products whose rows 8-row tiles would pad take 10 × 32 or
+// 12 × 32 where that saves more than 3 % of the rows (GemmBlocking.cpp's tileShape): mnist_mlp's
+// batch of 100, 36 rows. f64 and AVX2 keep their tiles; the products stay right on every path and
+// transpose, on 1 and 2 threads.
 TEST(Gemm, NarrowTileRows) {
   const VectorIsa avx512 = isaOf(*makeJit("skylake-avx512"));
-  auto rows = [&](const Case& c, AccType acc = AccType::F32) { return gemm::blockingFor(formOf(c), acc, avx512).mr; };
-  EXPECT_EQ(rows(matmul(100, 128, 784)), 10);
-  EXPECT_EQ(rows(matmul(100, 10, 1280)), 10);
-  EXPECT_EQ(rows(matmul(64, 200, 150)), 8);
-  EXPECT_EQ(rows(matmul(32, 9, 50000, true, false)), 8);
-  EXPECT_EQ(rows(matmul(300, 200, 150)), 12);
-  EXPECT_EQ(rows(matmul(10000, 512, 1000)), 12);
-  EXPECT_EQ(rows(matmul(1024, 1024, 1024)), 12);
-  EXPECT_EQ(rows(matmul(64, 200, 150), AccType::F64), 12);
+  auto tile = [&](const Case& c, AccType acc = AccType::F32) {
+    const gemm::Blocking p = gemm::blockingFor(formOf(c), acc, avx512);
+    return std::array<int, 2>{p.mr, p.nr};
+  };
+  using T = std::array<int, 2>;
+  EXPECT_EQ(tile(matmul(100, 128, 784)), (T{10, 32}));
+  EXPECT_EQ(tile(matmul(100, 10, 1280)), (T{10, 32}));
+  EXPECT_EQ(tile(matmul(36, 100, 150)), (T{12, 32}));
+  EXPECT_EQ(tile(matmul(64, 200, 150)), (T{8, 48}));
+  EXPECT_EQ(tile(matmul(32, 9, 50000, true, false)), (T{8, 48}));
+  EXPECT_EQ(tile(matmul(300, 200, 150)), (T{8, 48}));
+  EXPECT_EQ(tile(matmul(10000, 512, 1000)), (T{8, 48}));
+  EXPECT_EQ(tile(matmul(1024, 1024, 1024)), (T{8, 48}));
+  EXPECT_EQ(tile(matmul(64, 200, 150), AccType::F64), (T{12, 16}));
   const VectorIsa avx2 = isaOf(*makeJit("haswell"));
   EXPECT_EQ(gemm::blockingFor(formOf(matmul(64, 200, 150)), AccType::F32, avx2).mr, 6);
 
   const VectorIsa host = isaOf(hostJit());
-  for (int64_t m : {10, 16, 64, 100})
+  for (int64_t m : {10, 16, 36, 64, 100})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) check(hostJit(), matmul(m, 70, 300, ta, tb), DType::f32, {1, 2});
   check(hostJit(), matmul(64, 128, 784), DType::f32, {1, 2});  // split K
