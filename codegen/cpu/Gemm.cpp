@@ -45,7 +45,10 @@
 //   broadcasts 12) was 3–9 % faster on the Xeon with AMX (`kiln_gemm_tune --threads 1 1024 1024
 //   1024`, medians, five interleaved rounds: 12 × 32 149.6–155.7 GFLOP/s, 8 × 48 157.7–166.8;
 //   2048³ 1T, 10000×512·1000 2T, 1024³ 2T and ABᵀ, a 64-channel convolution 1–10 % faster; Aᵀ·B on
-//   two threads 0–5 % slower); simplenet's f32 training step 102.8–105.7 → 99.2–100.8 ms.
+//   two threads 0–5 % slower); simplenet's f32 training step 102.8–105.7 → 99.2–100.8 ms. Plain
+//   products, which accumulate in the result (directResult), gained less: `kiln_bench --filter
+//   gemm/`, two interleaved pairs, 1024³ 1T 13.7–13.9 → 13.2–13.4 ms, 2048³ and 10000×512·1000 on
+//   one or two threads within ±2 %.
 //
 //   - a B panel (KC × NR: 16 KiB on AVX2, 36 KiB on AVX-512) stays in L1 (32-48 KiB) while the
 //     micro-kernel runs down all A panels of the block;
