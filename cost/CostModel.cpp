@@ -177,7 +177,7 @@ class GemmModel {
   /// bf16 matmul time over the f32 model's for a product of `flops`: the bf16 squares' factors
   /// interpolated in log(flops), the nearest one's outside them (1 without bf16 probes). Small
   /// products gain far less than large ones (packing pairs, the tiles' configuration and C round
-  /// trips): on the Xeon with AMX, 64³ 0.6× and 1024³ 0.17×.
+  /// trips): on the Xeon with AMX, 64³ 0.30× and 1024³ 0.16–0.19×.
   double bf16Factor(double flops) const {
     if (bf16_.empty()) return 1;
     if (flops <= bf16_.front().flops) return bf16_.front().factor;
