@@ -278,6 +278,21 @@ TEST(CpuBackend, PaddedRowsAndColumns) {
                 fmt::format("{} padded rows and columns", t), threads);
 }
 
+// Lanes a few elements apart (a permuted [37, S] operand read along its 37 rows) load the lanes'
+// span as one wide vector and shuffle, its elements past the last lane masked off (the buffer may
+// end there); S = 5 gathers. Every dtype, 1 and 2 threads, against the interpreter.
+TEST(CpuBackend, StridedLanes) {
+  for (int threads : {1, 2})
+    for (const char* t : {"f32", "bf16", "f64", "i32"})
+      for (int stride : {2, 3, 4, 5})
+        checkText(fmt::format("graph @g(%x: {0}[37,{1}], %z: {0}[{1},37]) {{\n"
+                              "  %p = permute(%x) {{perm=[1,0]}} : {0}[{1},37]\n"
+                              "  %y = add(%p, %z) : {0}[{1},37]\n"
+                              "  return %y\n}}\n",
+                              t, stride),
+                  fmt::format("{} lanes {} apart", t, stride), threads);
+}
+
 TEST(CpuBackend, RandomGraphs) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     ir::Graph g = kiln::testing::randomGraph(seed);
