@@ -189,11 +189,12 @@ llvm::Value* KernelRenderer::load(const kernels::Load& l, Point& p) {
     llvm::Value* at = inside ? b_.CreateSelect(inside, index, i64(0)) : index;
     v = b_.CreateMaskedLoad(vt, b_.CreateGEP(st, base, at), align, mask, llvm::Constant::getNullValue(vt));
   } else if (!mask && step >= 2 && step <= kStridedLoadMost) {
-    // Lanes a few elements apart (a row of a transposed thin operand: simplenet's W3ᵀ, 256 × 2):
-    // the lanes' span loaded as one wide vector and every step-th element picked by a shuffle
-    // (vpermt2ps) instead of a gather, which Intel's GDS microcode made slow: simplenet's dY · W3ᵀ
-    // as outer products took 704 µs with gathers on the Xeon with AMX. The span's last step − 1
-    // elements, past the last lane, are masked off: they may lie past the buffer's end.
+    // Lanes a few elements apart (a row of a transposed thin operand, a 256 × 2 weight read as its
+    // transpose): the lanes' span loaded as one wide vector and every step-th element picked by a
+    // shuffle (vpermt2ps) instead of a gather, which is slow on the Xeon with AMX (likely the
+    // microcode of the GDS mitigation): a 10000×2 · (256×2)ᵀ product as outer products took 704 µs
+    // with gathers, 461 µs this way. The span's last step − 1 elements, past the last lane, are
+    // masked off: they may lie past the buffer's end.
     const int span = static_cast<int>(step) * p.lanes;
     llvm::Type* wide = withLanes(st, span);
     std::vector<llvm::Constant*> read;
