@@ -345,32 +345,21 @@ GemmPoint measureMatmul(int64_t m, int64_t n, int64_t k, int64_t batch = 1, cons
 /// small CNN at a small batch), as GEMM points of their forms (kernels/Gemm.h), with operands of
 /// `dtype` (f32, or bf16 as the amp pass leaves a convolution's operands).
 std::vector<GemmPoint> measureConvolutions(const std::string& dtype) {
-  const std::string head = "graph @conv {\n";
   auto input = [&](const char* name, const char* shape) { return fmt::format("  input %{} : {}[{}]\n", name, dtype, shape); };
   const std::string x = input("x", "8,32,14,14"), w = input("w", "64,32,3,3"), dy = input("dy", "8,64,14,14");
-  std::vector<GemmPoint> out;
-  out.push_back({64, 196, 288,
-                 kernelMicros(head + x + w + fmt::format("  %0 = conv2d(%x, %w) {{padding=[1,1]}} : {}[8,64,14,14]\n", dtype) +
-                                  "  output %y = %0\n}\n",
-                              0.03),
-                 "conv2d", 8, dtype});
-  out.push_back({32, 196, 576,
-                 kernelMicros(head + dy + w +
-                                  fmt::format("  %0 = conv2d_grad_input(%dy, %w) {{input_shape=[8,32,14,14], padding=[1,1]}} : "
-                                              "{}[8,32,14,14]\n",
-                                              dtype) +
-                                  "  output %dx = %0\n}\n",
-                              0.03),
-                 "conv2d_grad_input", 8, dtype});
-  out.push_back({64, 288, 8 * 196,
-                 kernelMicros(head + x + dy +
-                                  fmt::format("  %0 = conv2d_grad_weight(%x, %dy) {{weight_shape=[64,32,3,3], padding=[1,1]}} : "
-                                              "{}[64,32,3,3]\n",
-                                              dtype) +
-                                  "  output %dw = %0\n}\n",
-                              0.03),
-                 "conv2d_grad_weight", 1, dtype});
-  return out;
+  // The kernel's time of `op`(inputs) {attrs} with a result of `shape`.
+  auto micros = [&](const std::string& inputs, const char* op, const char* operands, const char* attrs, const char* shape) {
+    return kernelMicros(fmt::format("graph @conv {{\n{}  %0 = {}({}) {{{}}} : {}[{}]\n  output %r = %0\n}}\n", inputs, op,
+                                    operands, attrs, dtype, shape),
+                        0.03);
+  };
+  return {{64, 196, 288, micros(x + w, "conv2d", "%x, %w", "padding=[1,1]", "8,64,14,14"), "conv2d", 8, dtype},
+          {32, 196, 576,
+           micros(dy + w, "conv2d_grad_input", "%dy, %w", "input_shape=[8,32,14,14], padding=[1,1]", "8,32,14,14"),
+           "conv2d_grad_input", 8, dtype},
+          {64, 288, 8 * 196,
+           micros(x + dy, "conv2d_grad_weight", "%x, %dy", "weight_shape=[64,32,3,3], padding=[1,1]", "64,32,3,3"),
+           "conv2d_grad_weight", 1, dtype}};
 }
 
 /// The elementwise ops whose vectorized code costs more than a plain one, measured below.
