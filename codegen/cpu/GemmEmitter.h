@@ -320,9 +320,10 @@ llvm::Value* batchOffset(GemmBuilder& g, llvm::Value* operand, llvm::Value* batc
 /// The packing routine of operand A (`a`) or B of this kernel through its index map
 /// (GemmPack.cpp), for operands that are not strided.
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
-/// The same on the k-pair path (GemmBuilder::pairs): the f32 panels of emitPackFunction (exact bf16
-/// values), then each rewritten in place as k pairs — or, for A on AMX tiles, as the tiles of
-/// StridedPacker::amxAt. How convolution windows take the pair path and the tiles.
+/// The same on the k-pair path (GemmBuilder::pairs): panels of k pairs, each pair row made from two
+/// rows in registers — or, for A on AMX tiles, the f32 panels of emitPackFunction (exact bf16
+/// values), each then rewritten in place as the tiles of StridedPacker::amxAt. How convolution
+/// windows take the pair path and the tiles.
 llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a);
 
 /// The shared drivers (GemmDriver.cpp): `void chunk(const {void** bufs, const Desc* desc}* ctx,

@@ -134,7 +134,7 @@ void PackEmitter::buildKTable() {
 llvm::Function* PackEmitter::emit() {
   llvm::Type* i64t = b_.getInt64Ty();
   llvm::Type* ptr = b_.getPtrTy();
-  llvm::Function* f = g_.newFunction("pack_" + label_, packFunctionType(g_.ctx));
+  llvm::Function* f = g_.newFunction("pack_" + label_ + (pairs_ ? ".pairs" : ""), packFunctionType(g_.ctx));
   b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
   // Arguments 1 and 3, the operand's descriptor fields and batch offset, are for strided routines.
   llvm::Value *bufs = f->getArg(0), *batch = f->getArg(2), *kc = f->getArg(7), *kcPad = f->getArg(8),
@@ -166,12 +166,17 @@ llvm::Function* PackEmitter::emit() {
     return b_.CreateInBoundsGEP(g_.elt, dst,
                                 b_.CreateAdd(b_.CreateMul(panel, panelElements), b_.CreateMul(kk, g_.i64(w))));
   };
-  // Rows kk < kc from the operand, the K padding up to kcPad zeros (a separate loop, so that the
-  // operand rows need no k test in their masks).
+  // Pairs mode: the layout's row of panel row kk is its pair row, kk / 2.
+  llvm::Value* one = g_.i64(1);
+  auto layoutRow = [&](llvm::Value* kk) { return pairs_ ? b_.CreateLShr(kk, one) : kk; };
+  auto rowsOf = [&](llvm::Value* p) { return [&, p](llvm::Value* row) { return dstRow(p, row); }; };
+  // Rows kk < kc from the operand (from even), the K padding up to kcPad zeros (a separate loop,
+  // so that the operand rows need no k test in their masks).
   auto packGeneral = [&](const PanelRows& pr, llvm::Value* p, llvm::Value* from) {
-    g_.loop(from, kc, 1, "kk", [&](llvm::Value* kk) { packRowGeneral(pr, toIx(kk), dstRow(p, kk)); });
+    storeRows(pr, from, kc, [&](llvm::Value* kk) { return rowGeneral(pr, kk); }, rowsOf(p));
     llvm::Value* padFrom = b_.CreateSelect(b_.CreateICmpSGT(from, kc), from, kc);
-    g_.loop(padFrom, kcPad, 1, "kk.pad", [&](llvm::Value* kk) {
+    if (pairs_) padFrom = b_.CreateLShr(b_.CreateAdd(padFrom, one), one);  // past an odd kc's last pair
+    g_.loop(padFrom, layoutRow(kcPad), 1, "kk.pad", [&](llvm::Value* kk) {
       b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, w)), dstRow(p, kk), g_.eltAlign());
     });
   };
@@ -196,7 +201,7 @@ llvm::Function* PackEmitter::emit() {
   } else if (plain && groupStride(op_.map.index, kAt_, g_.form.kDims) == 1) {
     panelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
       packTransposed(pr, b_.CreateAdd(b_.CreateAdd(k0_, toIx(kk)), g_.constant(ix_, op_.map.index.constant)),
-                     dstRow(p, kk));
+                     dstRow(p, layoutRow(kk)));
     });
   } else if (op_.quotients.empty() && (plain || maskedLoads()) && kTable_ &&
              op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1) {
@@ -217,13 +222,12 @@ llvm::Function* PackEmitter::emit() {
       auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
       b_.CreateCondBr(run, vectors, rowsBlock);
       b_.SetInsertPoint(vectors);
-      packTransposed(pr, first, dstRow(p, kk), plain ? nullptr : k);
+      packTransposed(pr, first, dstRow(p, layoutRow(kk)), plain ? nullptr : k);
       b_.CreateBr(done);
       b_.SetInsertPoint(rowsBlock);
       // A loop, not `lanes` copies of the general row: these steps are rare (a run's end) and
       // the copies were a large part of the kernel's compile time.
-      g_.loop(kk, b_.CreateAdd(kk, g_.i64(l)), 1, "run.row",
-              [&](llvm::Value* at) { packRowGeneral(pr, toIx(at), dstRow(p, at)); });
+      storeRows(pr, kk, b_.CreateAdd(kk, g_.i64(l)), [&](llvm::Value* at) { return rowGeneral(pr, at); }, rowsOf(p));
       b_.CreateBr(done);
       b_.SetInsertPoint(done);
     });
@@ -241,7 +245,7 @@ llvm::Function* PackEmitter::emit() {
     auto* done = llvm::BasicBlock::Create(g_.ctx, "panel.done", fn);
     b_.CreateCondBr(pr.contiguous, periodic, general);
     b_.SetInsertPoint(periodic);
-    packPeriodic(pr, kc, [&](llvm::Value* kk) { return dstRow(p, kk); });
+    packPeriodic(pr, kc, rowsOf(p));
     packGeneral(pr, p, kc);  // the K padding
     b_.CreateBr(done);
     b_.SetInsertPoint(general);
@@ -311,15 +315,17 @@ void PackEmitter::prefetchRegion() {
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a) { return pack::PackEmitter(g, a).emit(); }
 
 llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a) {
+  if (!(a && g.plan.amx)) return pack::PackEmitter(g, a, /*pairs=*/true).emit();
+  // A on AMX tiles: the f32 panels, each then rewritten in place as the tiles' layout.
   llvm::Function* packF32 = emitPackFunction(g, a);
   llvm::IRBuilder<>& b = g.b;
-  llvm::Function* f = g.newFunction(a ? "pack_a.pairs" : "pack_b.pairs", packFunctionType(g.ctx));
+  llvm::Function* f = g.newFunction("pack_a.pairs", packFunctionType(g.ctx));
   b.SetInsertPoint(llvm::BasicBlock::Create(g.ctx, "entry", f));
   std::vector<llvm::Value*> args;
   for (llvm::Argument& arg : f->args()) args.push_back(&arg);
   b.CreateCall(packF32, args);
   llvm::Value *rows = f->getArg(5), *kcPad = f->getArg(8), *dst = f->getArg(9);
-  const int w = a ? g.plan.mr : g.plan.nr;
+  const int w = g.plan.mr;
   llvm::Type* row = g.withLanes(b.getInt32Ty(), w);
   const llvm::Align align(4);
   llvm::Value* high = g.constant(row, -65536);  // 0xFFFF0000
@@ -334,16 +340,9 @@ llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a) {
   llvm::Value* panels = b.CreateUDiv(b.CreateAdd(rows, g.i64(w - 1)), g.i64(w));
   llvm::Value* panelElements = b.CreateAdd(b.CreateMul(kcPad, g.i64(w)), g.i64(g.plan.lanes));
   // In place, in order: what a step writes lies at or before what it reads (each load comes first).
+  // A on AMX tiles (StridedPacker::amxAt): per kAmxK k, the step's 16 pair rows transposed.
   g.loop(g.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
     llvm::Value* panel = g.at(g.elt, dst, b.CreateMul(p, panelElements));
-    if (!(a && g.plan.amx)) {  // k pairs: pair row jj of the w rows at jj · w
-      g.loop(g.i64(0), b.CreateLShr(kcPad, g.i64(1)), 1, "pair", [&](llvm::Value* jj) {
-        llvm::Value* pair = pairAt(panel, jj);
-        b.CreateAlignedStore(pair, g.at(b.getInt32Ty(), panel, b.CreateMul(jj, g.i64(w))), align);
-      });
-      return;
-    }
-    // A on AMX tiles (StridedPacker::amxAt): per kAmxK k, the step's 16 pair rows transposed.
     g.loop(g.i64(0), kcPad, kAmxK, "step", [&](llvm::Value* k0) {
       std::vector<llvm::Value*> pairRows;
       for (int j = 0; j < kAmxK / 2; ++j)

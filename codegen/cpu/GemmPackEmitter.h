@@ -25,8 +25,11 @@ std::vector<const Affine*> functionals(const GemmOperand& op);
 /// with the signature of GemmEmitter.h's packFunctionType; emit() is the whole of its interface.
 class PackEmitter {
  public:
-  PackEmitter(GemmBuilder& g, bool a)
-      : g_(g), b_(g.b), op_(a ? g.form.a : g.form.b), label_(a ? "a" : "b"), width_(a ? g.plan.mr : g.plan.nr),
+  /// With `pairs`, panel rows are k pairs (GemmKernels.cpp's file comment): pair row j holds k 2j
+  /// and 2j + 1 of each row in one 32-bit element (not for A on AMX tiles, whose layout differs).
+  PackEmitter(GemmBuilder& g, bool a, bool pairs = false)
+      : g_(g), b_(g.b), op_(a ? g.form.a : g.form.b), label_(a ? "a" : "b"), pairs_(pairs),
+        width_(a ? g.plan.mr : g.plan.nr),
         rowDims_(a ? g.form.mDims : g.form.nDims),
         rowAt_(g.form.batchDims.size() + (a ? 0 : g.form.kDims.size())),
         kAt_(g.form.batchDims.size() + (a ? g.form.mDims.size() : 0)) {}
@@ -60,12 +63,21 @@ class PackEmitter {
   };
   std::vector<llvm::Value*> offsetsAt(llvm::Value* k);
   std::vector<Row> rowsAt(const PanelRows& pr, const std::vector<llvm::Value*>& offsets);
-  void packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow);
+  std::vector<llvm::Value*> rowGeneral(const PanelRows& pr, llvm::Value* kk);
   void putChunk(const PanelRows::Chunk& c, llvm::Value* dstRow, llvm::Value* v);
+  llvm::Value* pairOf(llvm::Value* even, llvm::Value* odd);
+  /// A panel row's chunks (in the accumulator type) at k offset kk (index type) of the call.
+  using RowValues = std::function<std::vector<llvm::Value*>(llvm::Value* kk)>;
+  /// Where the routine's layout puts row (pair row, in pairs mode) i64 `row` of the panel at hand.
+  using DstRow = std::function<llvm::Value*(llvm::Value* row)>;
+  using PanelRow = std::function<llvm::Value*(llvm::Value* panel, llvm::Value* row)>;
+  /// Rows [from, to) of a panel (i64; from even in pairs mode, or equal to `to`) from `row`: stored
+  /// at dstRow(kk), or in pairs mode as the pair rows of rows 2j and 2j + 1 at dstRow(j), an odd
+  /// `to`'s last row paired with zeros.
+  void storeRows(const PanelRows& pr, llvm::Value* from, llvm::Value* to, const RowValues& row, const DstRow& dstRow);
   int64_t maskPeriod() const;
-  void packPeriodic(const PanelRows& pr, llvm::Value* kc, const std::function<llvm::Value*(llvm::Value*)>& dstRow);
-  void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
-                          const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow);
+  void packPeriodic(const PanelRows& pr, llvm::Value* kc, const DstRow& dstRow);
+  void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, const PanelRow& dstRow);
   void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr);
   llvm::Value* kTableEntry(llvm::Value* k, size_t functional, int lanes = 1);
   llvm::Value* kTableSpans(llvm::Value* k, int lanes);
@@ -78,6 +90,7 @@ class PackEmitter {
   llvm::IRBuilder<>& b_;
   const GemmOperand& op_;
   const std::string label_;
+  const bool pairs_;
   const int width_;                       // MR or NR
   const std::vector<int64_t>& rowDims_;   // the m or n coordinates
   const size_t rowAt_, kAt_;              // where rows and k start in the map's coordinate vector

@@ -125,23 +125,25 @@ std::vector<PackEmitter::Row> PackEmitter::rowsAt(const PanelRows& pr, const std
   return rows;
 }
 
-/// Panel row kk (< kc): every element whose row, bounds and quotients are valid, 0 elsewhere. A row
-/// that is contiguous in memory is loaded with (masked) vector loads; otherwise lane by lane.
-void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Value* dstRow) {
+/// Panel row kk (< kc), per chunk in the accumulator type: every element whose row, bounds and
+/// quotients are valid, 0 elsewhere. A row that is contiguous in memory is loaded with (masked)
+/// vector loads; otherwise lane by lane.
+std::vector<llvm::Value*> PackEmitter::rowGeneral(const PanelRows& pr, llvm::Value* kk) {
   const std::vector<Row> rows = rowsAt(pr, offsetsAt(b_.CreateAdd(k0_, kk)));
   llvm::Type* store = g_.storageType();
-  auto put = [&](const PanelRows::Chunk& c, llvm::Value* v) { putChunk(c, dstRow, v); };
   // Lane by lane: each valid lane's element; element 0, then zeroed, for the others. On AVX-512,
   // 32- and 64-bit elements are one masked gather per chunk instead.
   const bool gathers = g_.isa.avx512 && store->getPrimitiveSizeInBits() >= 32;
   auto byLanes = [&] {
+    std::vector<llvm::Value*> values;
     for (size_t q = 0; q < rows.size(); ++q) {
       const PanelRows::Chunk& c = pr.chunks[q];
       if (gathers) {
         // Lanes outside the operand are masked off: no `inbounds`.
         llvm::Value* at = b_.CreateGEP(store, base_, rows[q].index);
         llvm::Type* type = g_.withLanes(store, c.count);
-        put(c, b_.CreateMaskedGather(type, at, storeAlign(), rows[q].valid, llvm::Constant::getNullValue(type)));
+        values.push_back(g_.toAcc(
+            b_.CreateMaskedGather(type, at, storeAlign(), rows[q].valid, llvm::Constant::getNullValue(type)), c.count));
         continue;
       }
       llvm::Value* safe =
@@ -152,13 +154,11 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
         v = b_.CreateInsertElement(v, b_.CreateAlignedLoad(store, b_.CreateInBoundsGEP(store, base_, at), storeAlign()),
                                    static_cast<uint64_t>(r));
       }
-      put(c, b_.CreateSelect(rows[q].valid, v, llvm::Constant::getNullValue(v->getType())));
+      values.push_back(g_.toAcc(b_.CreateSelect(rows[q].valid, v, llvm::Constant::getNullValue(v->getType())), c.count));
     }
+    return values;
   };
-  if (!op_.quotients.empty()) {
-    byLanes();
-    return;
-  }
+  if (!op_.quotients.empty()) return byLanes();
   llvm::Function* f = b_.GetInsertBlock()->getParent();
   auto* vectors = llvm::BasicBlock::Create(g_.ctx, "row.vector", f);
   auto* lanesBlock = llvm::BasicBlock::Create(g_.ctx, "row.lanes", f);
@@ -171,24 +171,82 @@ void PackEmitter::packRowGeneral(const PanelRows& pr, llvm::Value* kk, llvm::Val
   b_.SetInsertPoint(vectors);
   // Lane 0 may lie in the padding, so the address is formed without `inbounds`.
   llvm::Value* first = toI64(b_.CreateExtractElement(rows[0].index, uint64_t{0}));
+  std::vector<llvm::Value*> loaded;
   for (size_t q = 0; q < rows.size(); ++q) {
     const PanelRows::Chunk& c = pr.chunks[q];
     llvm::Type* type = g_.withLanes(store, c.count);
     llvm::Value* at = b_.CreateGEP(store, base_, b_.CreateAdd(first, g_.i64(c.first)));
-    put(c, masked ? static_cast<llvm::Value*>(
-                        b_.CreateMaskedLoad(type, at, storeAlign(), rows[q].valid, llvm::Constant::getNullValue(type)))
-                  : b_.CreateAlignedLoad(type, at, storeAlign()));
+    loaded.push_back(g_.toAcc(masked ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(
+                                           type, at, storeAlign(), rows[q].valid, llvm::Constant::getNullValue(type)))
+                                     : b_.CreateAlignedLoad(type, at, storeAlign()),
+                              c.count));
   }
+  llvm::BasicBlock* fromVectors = b_.GetInsertBlock();
   b_.CreateBr(done);
   b_.SetInsertPoint(lanesBlock);
-  byLanes();
+  const std::vector<llvm::Value*> gathered = byLanes();
+  llvm::BasicBlock* fromLanes = b_.GetInsertBlock();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  std::vector<llvm::Value*> values;
+  for (size_t q = 0; q < loaded.size(); ++q) {
+    llvm::PHINode* v = b_.CreatePHI(loaded[q]->getType(), 2, "row");
+    v->addIncoming(loaded[q], fromVectors);
+    v->addIncoming(gathered[q], fromLanes);
+    values.push_back(v);
+  }
+  return values;
+}
+
+/// k pairs from two panel rows of exact bf16 values in f32 (even: k 2j, odd: k 2j + 1): per lane,
+/// the even k's bf16 in the low half of a 32-bit element, the odd one's in the high half.
+llvm::Value* PackEmitter::pairOf(llvm::Value* even, llvm::Value* odd) {
+  const int n = static_cast<int>(llvm::cast<llvm::FixedVectorType>(even->getType())->getNumElements());
+  llvm::Type* bits = g_.withLanes(b_.getInt32Ty(), n);
+  llvm::Value* low = b_.CreateLShr(b_.CreateBitCast(even, bits), g_.constant(bits, 16));
+  llvm::Value* high = b_.CreateAnd(b_.CreateBitCast(odd, bits), g_.constant(bits, -65536));  // 0xFFFF0000
+  return b_.CreateBitCast(b_.CreateOr(high, low), even->getType());
+}
+
+void PackEmitter::storeRows(const PanelRows& pr, llvm::Value* from, llvm::Value* to, const RowValues& row,
+                            const DstRow& dstRow) {
+  auto put = [&](llvm::Value* at, const std::vector<llvm::Value*>& values) {
+    for (size_t q = 0; q < values.size(); ++q) putChunk(pr.chunks[q], at, values[q]);
+  };
+  if (!pairs_) {
+    g_.loop(from, to, 1, "kk", [&](llvm::Value* kk) { put(dstRow(kk), row(toIx(kk))); });
+    return;
+  }
+  auto pairs = [&](const std::vector<llvm::Value*>& even, const std::vector<llvm::Value*>& odd) {
+    std::vector<llvm::Value*> values;
+    for (size_t q = 0; q < even.size(); ++q) values.push_back(pairOf(even[q], odd[q]));
+    return values;
+  };
+  llvm::Value* one = g_.i64(1);
+  g_.loop(b_.CreateLShr(from, one), b_.CreateLShr(to, one), 1, "pair", [&](llvm::Value* jj) {
+    llvm::Value* k = b_.CreateShl(jj, one);
+    const std::vector<llvm::Value*> even = row(toIx(k));
+    put(dstRow(jj), pairs(even, row(toIx(b_.CreateAdd(k, one)))));
+  });
+  // An odd last row pairs with zeros (the K padding's first row).
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  auto* tail = llvm::BasicBlock::Create(g_.ctx, "pair.tail", f);
+  auto* done = llvm::BasicBlock::Create(g_.ctx, "pair.done", f);
+  b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpSLT(from, to), b_.CreateICmpNE(b_.CreateAnd(to, one), g_.i64(0))), tail,
+                  done);
+  b_.SetInsertPoint(tail);
+  llvm::Value* last = b_.CreateSub(to, one);
+  const std::vector<llvm::Value*> even = row(toIx(last));
+  std::vector<llvm::Value*> zeros;
+  for (llvm::Value* v : even) zeros.push_back(llvm::Constant::getNullValue(v->getType()));
+  put(dstRow(b_.CreateLShr(last, one)), pairs(even, zeros));
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }
 
-/// Stores chunk c's loaded elements `v`, in the accumulator type, into the panel row at dstRow.
+/// Stores chunk c's elements `v` (in the accumulator type) into the panel row at dstRow.
 void PackEmitter::putChunk(const PanelRows::Chunk& c, llvm::Value* dstRow, llvm::Value* v) {
-  b_.CreateAlignedStore(g_.toAcc(v, c.count),
+  b_.CreateAlignedStore(v,
                         b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(c.first)), g_.eltAlign());
 }
 
@@ -208,9 +266,8 @@ int64_t PackEmitter::maskPeriod() const {
 /// Panel rows [0, kc) of a panel whose rows are contiguous in memory and whose bounds repeat every
 /// period_ k (maskPeriod): the lane masks of the period's phases are computed once per panel, then
 /// each row is its index from the k table and one masked load per chunk with its phase's masks —
-/// a 3×3 window's row costs a few instructions instead of evaluating its bounds.
-void PackEmitter::packPeriodic(const PanelRows& pr, llvm::Value* kc,
-                               const std::function<llvm::Value*(llvm::Value*)>& dstRow) {
+/// a 3×3 window's row costs a few instructions instead of evaluating its bounds. Stored by storeRows.
+void PackEmitter::packPeriodic(const PanelRows& pr, llvm::Value* kc, const DstRow& dstRow) {
   const int l = g_.plan.lanes;
   llvm::Type* slot = g_.withLanes(ix_, l);
   auto slotAt = [&](llvm::Value* phase, size_t chunk) {
@@ -227,41 +284,57 @@ void PackEmitter::packPeriodic(const PanelRows& pr, llvm::Value* kc,
   });
   llvm::Type* store = g_.storageType();
   llvm::Value* rowFirst = b_.CreateAdd(b_.CreateExtractElement(pr.chunks[0].parts[0], uint64_t{0}), batchParts_[0]);
-  g_.loop(g_.i64(0), kc, 1, "kk", [&](llvm::Value* kk) {
-    llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
+  storeRows(pr, g_.i64(0), kc, [&](llvm::Value* kk) {
+    llvm::Value* k = b_.CreateAdd(k0_, kk);
     llvm::Value* phase = b_.CreateURem(k, g_.constant(ix_, period_));
     // Lane 0 may lie in the padding, so the address is formed without `inbounds`.
     llvm::Value* first = toI64(b_.CreateAdd(rowFirst, kTableEntry(k, 0)));
+    std::vector<llvm::Value*> values;
     for (size_t q = 0; q < pr.chunks.size(); ++q) {
       const PanelRows::Chunk& c = pr.chunks[q];
       llvm::Type* type = g_.withLanes(store, c.count);
       llvm::Value* mask = b_.CreateAlignedLoad(g_.withLanes(ix_, c.count), slotAt(phase, q), llvm::Align(4));
       llvm::Value* valid = b_.CreateICmpSLT(mask, g_.splat(c.count, g_.constant(ix_, 0)));
       llvm::Value* at = b_.CreateGEP(store, base_, b_.CreateAdd(first, g_.i64(c.first)));
-      putChunk(c, dstRow(kk),
-               b_.CreateMaskedLoad(type, at, storeAlign(), valid, llvm::Constant::getNullValue(type)));
+      values.push_back(g_.toAcc(b_.CreateMaskedLoad(type, at, storeAlign(), valid, llvm::Constant::getNullValue(type)),
+                                c.count));
     }
-  });
+    return values;
+  }, dstRow);
 }
 
-/// The first `panels` (full) panels when rows are contiguous: per k, one vector load of `width`
-/// elements per panel. The panels are the inner loop, so memory is read row by row: a row of a
+/// The first `panels` (full) panels when rows are contiguous: per k (per k pair in pairs mode),
+/// one vector load of `width` elements per panel (two). The panels are the inner loop, so memory is read row by row: a row of a
 /// transposed operand is often a page of its own.
-void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad,
-                                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dstRow) {
+void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, const PanelRow& dstRow) {
   llvm::Type* store = g_.storageType();
   llvm::Value* first = b_.CreateAdd(b_.CreateAdd(batchParts_[0], r0_), g_.constant(ix_, op_.map.index.constant));
   llvm::Value* kc = toI64(kc_);
-  g_.loop(g_.i64(0), kc, 1, "kk", [&](llvm::Value* kk) {
+  // Panel p's row kk (< kc), in the accumulator type.
+  auto rowOf = [&](llvm::Value* p, llvm::Value* kk) {
     llvm::Value* row = b_.CreateAdd(first, groupPart(op_.map.index, kAt_, g_.form.kDims, b_.CreateAdd(k0_, toIx(kk))));
-    llvm::Value* rowStart = b_.CreateInBoundsGEP(store, base_, toI64(row));
+    llvm::Value* at = b_.CreateInBoundsGEP(store, b_.CreateInBoundsGEP(store, base_, toI64(row)), b_.CreateMul(p, g_.i64(width_)));
+    return g_.toAcc(b_.CreateAlignedLoad(g_.withLanes(store, width_), at, storeAlign()), width_);
+  };
+  // Pairs mode: pair rows of rows 2jj and 2jj + 1, an odd kc's last row paired with zeros.
+  llvm::Value* one = g_.i64(1);
+  llvm::Value* rows = pairs_ ? b_.CreateLShr(b_.CreateAdd(kc, one), one) : kc;
+  g_.loop(g_.i64(0), rows, 1, "kk", [&](llvm::Value* kk) {
     g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
-      llvm::Value* at = b_.CreateInBoundsGEP(store, rowStart, b_.CreateMul(p, g_.i64(width_)));
-      llvm::Value* v = b_.CreateAlignedLoad(g_.withLanes(store, width_), at, storeAlign());
-      b_.CreateAlignedStore(g_.toAcc(v, width_), dstRow(p, kk), g_.eltAlign());
+      if (!pairs_) {
+        b_.CreateAlignedStore(rowOf(p, kk), dstRow(p, kk), g_.eltAlign());
+        return;
+      }
+      llvm::Value* k = b_.CreateShl(kk, one);
+      llvm::Value* odd = b_.CreateAdd(k, one);
+      // Past an odd kc the odd row is zero; it is read at the even row's place, which exists.
+      llvm::Value* inside = b_.CreateICmpSLT(odd, kc);
+      llvm::Value* oddRow = b_.CreateSelect(inside, rowOf(p, b_.CreateSelect(inside, odd, k)),
+                                            llvm::Constant::getNullValue(g_.withLanes(g_.elt, width_)));
+      b_.CreateAlignedStore(pairOf(rowOf(p, k), oddRow), dstRow(p, kk), g_.eltAlign());
     });
   });
-  g_.loop(kc, kcPad, 1, "kk.pad", [&](llvm::Value* kk) {
+  g_.loop(rows, pairs_ ? b_.CreateLShr(kcPad, one) : kcPad, 1, "kk.pad", [&](llvm::Value* kk) {
     g_.loop(g_.i64(0), panels, 1, "panel", [&](llvm::Value* p) {
       b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, width_)), dstRow(p, kk), g_.eltAlign());
     });
@@ -312,12 +385,17 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
   // A panel narrower than a vector (MR = 6 of 8 lanes) stores whole vectors in k order, each
   // overwriting the spare lanes of the one before; the last one's spill into the next panel row,
   // written later, or the panel's slack (panelElements).
+  // In pairs mode, the k steps' rows pair up into l / 2 pair rows.
   const bool overlap = width_ < l;
-  for (int kk = 0; kk < l; ++kk) {
+  auto rowAt = [&](int kk) {
     llvm::Value* row = blocks[0][static_cast<size_t>(kk)];
     for (size_t q = 1; q < blocks.size(); ++q) row = concatVectors(b_, row, blocks[q][static_cast<size_t>(kk)]);
-    if (!overlap) row = b_.CreateShuffleVector(row, iota(0, width_));  // without the lanes of missing rows
-    b_.CreateAlignedStore(row, b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(kk * width_)),
+    return overlap ? row : b_.CreateShuffleVector(row, iota(0, width_));  // without the lanes of missing rows
+  };
+  const int step = pairs_ ? 2 : 1;
+  for (int kk = 0; kk < l; kk += step) {
+    llvm::Value* row = pairs_ ? pairOf(rowAt(kk), rowAt(kk + 1)) : rowAt(kk);
+    b_.CreateAlignedStore(row, b_.CreateConstInBoundsGEP1_64(g_.elt, dstRow, static_cast<uint64_t>(kk / step * width_)),
                           g_.eltAlign());
   }
 }

@@ -145,8 +145,14 @@ TEST(Gemm, Avx512) {
 // gradients, with groups, stride, padding and dilation. Products of at most 8 rows, and of a K under
 // 16 (a convolution of one or two input channels: the pairs would not pay for their packing), keep
 // converting to f32.
+// A 1×1 convolution of stride 1 over 17 channels: its windows' rows are contiguous, and K is odd.
+constexpr Conv kOneByOne{2, 17, 6, 6, 7, 1, 1, 1, 1, 1, 0, 0, 1, 1};
+
 TEST(Gemm, Bf16PairsEmulated) {
   constexpr Conv kThreeGroups{1, 12, 8, 10, 6, 2, 3, 3, 3, 3, 2, 0, 1, 2};  // kConvs[2], K 24 instead of 12
+  // Window panels packed straight into k pairs by every way of GemmPack.cpp: periodic (kConvs[0],
+  // K 27: an odd last pair), general with quotients (kConvs[1]'s input gradient), runs and their
+  // breaks (the weight gradients), contiguous rows (a 1×1 convolution over 17 channels).
   for (VectorIsa isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
     SCOPED_TRACE(fmt::format("{} lanes", isa.f32Lanes));
     isa.avx512bf16 = false;  // emulated even where this CPU has vdpbf16ps
@@ -163,6 +169,9 @@ TEST(Gemm, Bf16PairsEmulated) {
                                   kConvs[0].forward(),
                                   kConvs[1].gradInput(),
                                   kConvs[6].gradWeight(),
+                                  kConvs[4].gradWeight(),
+                                  kConvs[7].gradWeight(),
+                                  kOneByOne.forward(),
                                   kThreeGroups.forward(),
                                   kConvs[2].forward(),  // K 12
                                   matmul(5, 33, 70, false, true)};
@@ -231,6 +240,8 @@ std::vector<Case> amxCases() {
           kConvs[0].forward(),
           kConvs[1].gradInput(),
           kConvs[6].gradWeight(),
+          kConvs[7].gradWeight(),
+          kOneByOne.forward(),
           kConvs[5].forward()};
 }
 
