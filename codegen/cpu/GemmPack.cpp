@@ -8,8 +8,8 @@
 //     k, walking memory row by row;
 //   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
 //     row and `lanes` k, transposed in registers `lanes` rows at a time;
-//   - k contiguous in runs, no quotients (the operands of a weight gradient, whose k is image,
-//     row, column): as the previous way for every `lanes` k steps that are one stretch of memory
+//   - k contiguous in runs, no quotients, where some `lanes` k are one stretch (the operands of a
+//     weight gradient, whose k is image, row, column; not a 3×3 window's): as the previous way for every `lanes` k steps that are one stretch of memory
 //     (inside one run, or across runs that meet: a padded 3×3 gradient's rows of 14) — with
 //     bounds (the input's padding), each row's load masked by the bounds on those k steps — the
 //     general way for the others;
@@ -120,6 +120,7 @@ void PackEmitter::buildKTable() {
       int64_t v = a->constant;
       for (size_t d = split; d < coord.size(); ++d) v += a->coeff[kAt_ + d] * coord[d];
       table.push_back(llvm::ConstantInt::get(ix_, static_cast<uint64_t>(v), /*isSigned=*/true));
+      if (a == fs[0]) kIndex_.push_back(v);
     }
   }
   kRows_ = rows;
@@ -129,6 +130,21 @@ void PackEmitter::buildKTable() {
   kTable_ = new llvm::GlobalVariable(g_.m, type, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
                                      llvm::ConstantArray::get(type, table), g_.name + ".pack_" + label_ + ".k");
   kTable_->setAlignment(llvm::Align(64));
+}
+
+/// Whether some `lanes` consecutive k of the k table are one stretch of memory (entries first,
+/// first + 1, …): the run way's vectors. A 3×3 window's k (channel, kh, kw) never is — its runs of
+/// three do not meet — and takes the periodic way instead of the run way's rows one by one. cnn's
+/// second convolution (`kiln_gemm_tune --bf16 conv 64 32 14 14 64 3`, 1T): 1083–1140 → 811–828 µs;
+/// in its training step (`kiln explain cnn --batch 64 --train --optimizer adam --measure`, two
+/// interleaved pairs) bf16 499–503 → 330–341 µs, f32 1654–1656 → 1562–1566.
+bool PackEmitter::kStretches() const {
+  const int64_t l = g_.plan.lanes;
+  for (int64_t k = 0, length = 1; k + 1 < static_cast<int64_t>(kIndex_.size()); ++k) {
+    length = kIndex_[static_cast<size_t>(k + 1)] == kIndex_[static_cast<size_t>(k)] + 1 ? length + 1 : 1;
+    if (length >= l) return true;
+  }
+  return false;
 }
 
 llvm::Function* PackEmitter::emit() {
@@ -204,7 +220,7 @@ llvm::Function* PackEmitter::emit() {
                      dstRow(p, layoutRow(kk)));
     });
   } else if (op_.quotients.empty() && (plain || maskedLoads()) && kTable_ &&
-             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1) {
+             op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 && kStretches()) {
     // k contiguous in runs (a weight gradient's k = image, row, column): `lanes` k steps whose
     // table entries are first, first + 1, … are one stretch of memory per row, packed as above —
     // whether they lie in one run of the innermost k dimension or in several that meet (rows of

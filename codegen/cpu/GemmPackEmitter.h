@@ -53,6 +53,7 @@ class PackEmitter {
 
   bool fitsInt32() const;
   void buildKTable();
+  bool kStretches() const;
   llvm::Value* groupPart(const Affine& a, size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
   std::vector<llvm::Value*> groupParts(size_t at, const std::vector<int64_t>& dims, llvm::Value* flat);
   llvm::Value* lanes(int first, int count);
@@ -105,6 +106,7 @@ class PackEmitter {
   llvm::GlobalVariable* kTable_ = nullptr;
   int64_t kRows_ = 0;
   std::vector<int64_t> kOuter_;  // per functional; empty when the table holds all of K
+  std::vector<int64_t> kIndex_;  // the index functional's entries of the table, as numbers
   llvm::Value *r0_ = nullptr, *rows_ = nullptr, *k0_ = nullptr, *kc_ = nullptr;
   // The periodic way's masks: [phase][chunk] vectors of `lanes` index-type lanes (null: not used).
   int64_t period_ = 0;
