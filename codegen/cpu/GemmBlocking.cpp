@@ -148,6 +148,20 @@ std::array<int, 2> registerTile(const VectorIsa& isa, AccType acc) {
 }
 
 namespace {
+/// The K slice of f32 products of at least kDeepSliceFlops on AVX-512, deeper than the 192 of
+/// their other blocking decisions: each slice takes every C tile (and, with an epilogue, the
+/// block's tile in the scratch, 288 KiB for 144 × 512) through the caches once, and the 8 × 48
+/// register tile's B panel (64 KiB at 336 k, past L1) streams well enough. On the Xeon with AMX
+/// (2026-12-02): simplenet's training step 97.0–97.4 → 91.8–92.5 ms, its first layer's product
+/// (with bias, ReLU and mask) 32.5–32.6 → 30.6–30.9 ms and its weight gradient 33.5–34.1 →
+/// 31.8–32.2 (`kiln explain simplenet --batch 10000 --train --optimizer adam --measure`, two
+/// interleaved pairs); `kiln_gemm_tune --threads 1 [--kc 336]` 10000×512·1000 159–163 → 170–173
+/// GFLOP/s, 2048³ 154–156 → 162–166; plain products (`kiln_bench --filter gemm/`) 0–5 % faster,
+/// cnn's f32 step the same. Smaller products keep 192: 100×128·784 on two threads (three slices
+/// instead of five) went from 67–69 to 76–78 µs.
+constexpr int64_t kF32Kc = 336;
+constexpr double kDeepSliceFlops = 1e8;
+
 /// The register tile of a product of `m` rows: the ISA's (registerTile), or on AVX-512 for f32
 /// accumulators 10 × 32 or 12 × 32 where those pad M to fewer rows than 8-row tiles by more than
 /// kTileRowsGain: an edge tile computes its padding rows for nothing. mnist_mlp's 100 rows take
@@ -214,7 +228,11 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   // A K of up to 1.5 slices stays one slice: every C tile is then finished in one pass (cnn's
   // second convolution, K 288: 2T 225–231 → 251–264 GFLOP/s in `kiln_gemm_tune conv 64 32 14 14
   // 64 3` against two slices of 144).
-  const int64_t slices = f.k <= kcMost * 3 / 2 ? 1 : ceilDiv(f.k, kcMost);
+  // f32 on AVX-512: deep products in deeper slices (kF32Kc).
+  const bool deeper = kcWanted == 0 && isa.gemmKc == 0 && isa.avx512 && bytes == 4 && !pairs && !p.amx &&
+                      workOf(f) >= kDeepSliceFlops;
+  const int64_t sliceMost = deeper ? kF32Kc : kcMost;
+  const int64_t slices = f.k <= sliceMost * 3 / 2 ? 1 : ceilDiv(f.k, sliceMost);
   p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, slices), p.kUnit);
   p.kBlocks = f.k == 0 ? 1 : ceilDiv(f.k, p.kc);
   p.mb = evenBlock(f.m, mbMost, p.mr);
