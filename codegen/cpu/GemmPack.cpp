@@ -11,7 +11,9 @@
 //   - k contiguous in runs, no quotients, where some `lanes` k are one stretch (the operands of a
 //     weight gradient, whose k is image, row, column; not a 3×3 window's): as the previous way for every `lanes` k steps that are one stretch of memory
 //     (inside one run, or across runs that meet: a padded 3×3 gradient's rows of 14) — with
-//     bounds (the input's padding), each row's load masked by the bounds on those k steps — the
+//     bounds (the input's padding), each row's load masked by the bounds on those k steps — or,
+//     `lanes` k that are two stretches (one image's last pixels and the next one's first), two
+//     masked loads per row (cnn's bf16 weight gradient's packing about 15 % less time); the
 //     general way for the others;
 //   - anything else (convolution windows with padding, broadcasts, K tails): the map is
 //     evaluated on vectors of `lanes` rows — coordinates unravelled with div/mod, bounds and
@@ -229,16 +231,33 @@ llvm::Function* PackEmitter::emit() {
     panelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
       llvm::Value* k = b_.CreateAdd(k0_, toIx(kk));
       llvm::Value* entries = kTableEntry(k, 0, l);  // the table's slack keeps the load inside it
-      llvm::Value* first = b_.CreateExtractElement(entries, uint64_t{0});
-      llvm::Value* stretch = b_.CreateAndReduce(b_.CreateICmpEQ(entries, b_.CreateAdd(g_.splat(l, first), lanes(0, l))));
-      llvm::Value* run = b_.CreateAnd(kTableSpans(k, l), stretch);
+      // Each lane's entry less its place: one value along a stretch of memory.
+      llvm::Value* starts = b_.CreateSub(entries, lanes(0, l));
+      llvm::Value* first = b_.CreateExtractElement(starts, uint64_t{0});
+      llvm::Value* last = b_.CreateExtractElement(starts, static_cast<uint64_t>(l - 1));
+      llvm::Value* firstLanes = b_.CreateICmpEQ(starts, g_.splat(l, first));
+      llvm::Value* spans = kTableSpans(k, l);
+      llvm::Value* run = b_.CreateAnd(spans, b_.CreateAndReduce(firstLanes));
+      // Two stretches (a run's end and the next one's start: an image's last pixels and the next
+      // image's first in a weight gradient) are two masked loads per row.
+      llvm::Value* twoRuns = b_.CreateAnd(
+          spans, b_.CreateAndReduce(b_.CreateOr(firstLanes, b_.CreateICmpEQ(starts, g_.splat(l, last)))));
+      if (!maskedLoads()) twoRuns = b_.getFalse();
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
+      auto* notOne = llvm::BasicBlock::Create(g_.ctx, "run.two.test", fn);
+      auto* two = llvm::BasicBlock::Create(g_.ctx, "run.two", fn);
       auto* rowsBlock = llvm::BasicBlock::Create(g_.ctx, "run.rows", fn);
       auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
-      b_.CreateCondBr(run, vectors, rowsBlock);
+      b_.CreateCondBr(run, vectors, notOne);
       b_.SetInsertPoint(vectors);
       packTransposed(pr, first, dstRow(p, layoutRow(kk)), plain ? nullptr : k);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(notOne);
+      b_.CreateCondBr(twoRuns, two, rowsBlock);
+      b_.SetInsertPoint(two);
+      const SecondRun second{last, firstLanes};
+      packTransposed(pr, first, dstRow(p, layoutRow(kk)), plain ? nullptr : k, &second);
       b_.CreateBr(done);
       b_.SetInsertPoint(rowsBlock);
       // A loop, not `lanes` copies of the general row: these steps are rare (a run's end) and

@@ -79,7 +79,13 @@ class PackEmitter {
   int64_t maskPeriod() const;
   void packPeriodic(const PanelRows& pr, llvm::Value* kc, const DstRow& dstRow);
   void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, const PanelRow& dstRow);
-  void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr);
+  /// The second stretch of memory of `lanes` k steps that are two (packTransposed): its index's k
+  /// part, less its first lane's place, and which lanes lie in the first stretch.
+  struct SecondRun {
+    llvm::Value *kPart, *firstLanes;
+  };
+  void packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k = nullptr,
+                      const SecondRun* second = nullptr);
   llvm::Value* kTableEntry(llvm::Value* k, size_t functional, int lanes = 1);
   llvm::Value* kTableSpans(llvm::Value* k, int lanes);
   void prefetchRegion();

@@ -345,10 +345,12 @@ void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, co
 /// first): one vector load per row, transposed `lanes` rows at a time into `lanes` panel rows.
 /// With bounds, `k` is the first k step: each row's load is masked by the bounds, evaluated on
 /// the `lanes` k steps from the k table.
-void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k) {
+void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k,
+                                 const SecondRun* second) {
   const int l = g_.plan.lanes;
   llvm::Type* store = g_.storageType();
   llvm::Value* at = b_.CreateAdd(batchParts_[0], kPart);
+  llvm::Value* at2 = second ? b_.CreateAdd(batchParts_[0], second->kPart) : nullptr;
   std::vector<llvm::Value*> boundK;  // per bound: its batch and k parts on the l k steps
   if (k)
     for (size_t i = 0; i < op_.map.bounds.size(); ++i)
@@ -361,20 +363,27 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
         rows.push_back(llvm::PoisonValue::get(g_.vec));
         continue;
       }
-      llvm::Value* row = b_.CreateAdd(at, b_.CreateExtractElement(c.parts[0], static_cast<uint64_t>(r)));
+      llvm::Value* rowPart = b_.CreateExtractElement(c.parts[0], static_cast<uint64_t>(r));
+      llvm::Value* row = b_.CreateAdd(at, rowPart);
       llvm::Type* type = g_.withLanes(store, l);
       llvm::Value* v;
-      if (k) {
+      if (k || second) {
         llvm::Value* valid = nullptr;
         for (size_t i = 0; i < boundK.size(); ++i) {
-          llvm::Value* rowPart = b_.CreateExtractElement(c.parts[i + 1], static_cast<uint64_t>(r));
-          llvm::Value* inside = b_.CreateICmpULT(b_.CreateAdd(boundK[i], g_.splat(l, rowPart)),
+          llvm::Value* boundPart = b_.CreateExtractElement(c.parts[i + 1], static_cast<uint64_t>(r));
+          llvm::Value* inside = b_.CreateICmpULT(b_.CreateAdd(boundK[i], g_.splat(l, boundPart)),
                                                  g_.splat(l, g_.constant(ix_, op_.map.bounds[i].limit)));
           valid = valid ? b_.CreateAnd(valid, inside) : inside;
         }
         // Lanes in the padding may lie outside the buffer: no `inbounds`.
-        v = b_.CreateMaskedLoad(type, b_.CreateGEP(store, base_, toI64(row)), storeAlign(), valid,
-                                llvm::Constant::getNullValue(type));
+        auto load = [&](llvm::Value* from, llvm::Value* lanes) {
+          llvm::Value* mask = valid && lanes ? b_.CreateAnd(valid, lanes) : valid ? valid : lanes;
+          return b_.CreateMaskedLoad(type, b_.CreateGEP(store, base_, toI64(from)), storeAlign(), mask,
+                                     llvm::Constant::getNullValue(type));
+        };
+        v = second ? b_.CreateSelect(second->firstLanes, load(row, second->firstLanes),
+                                     load(b_.CreateAdd(at2, rowPart), b_.CreateNot(second->firstLanes)))
+                   : load(row, nullptr);
       } else {
         v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
       }
