@@ -321,9 +321,11 @@ llvm::Value* batchOffset(GemmBuilder& g, llvm::Value* operand, llvm::Value* batc
 /// (GemmPack.cpp), for operands that are not strided.
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a);
 /// The same on the k-pair path (GemmBuilder::pairs): panels of k pairs, each pair row made from two
-/// rows in registers — or, for A on AMX tiles, the f32 panels of emitPackFunction (exact bf16
-/// values), each then rewritten in place as the tiles of StridedPacker::amxAt. How convolution
-/// windows take the pair path and the tiles.
+/// rows in registers — or, for A on AMX tiles, the tiles of StridedPacker::amxAt: each row's k
+/// copied into its tile row where A has no bounds and its rows are not contiguous (a weight
+/// gradient's output gradient, an input gradient's flipped weights), else the f32 panels of
+/// emitPackFunction (exact bf16 values), each then rewritten in place. How convolution windows take
+/// the pair path and the tiles.
 llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a);
 
 /// The shared drivers (GemmDriver.cpp): `void chunk(const {void** bufs, const Desc* desc}* ctx,

@@ -152,7 +152,7 @@ bool PackEmitter::kStretches() const {
 llvm::Function* PackEmitter::emit() {
   llvm::Type* i64t = b_.getInt64Ty();
   llvm::Type* ptr = b_.getPtrTy();
-  llvm::Function* f = g_.newFunction("pack_" + label_ + (pairs_ ? ".pairs" : ""), packFunctionType(g_.ctx));
+  llvm::Function* f = g_.newFunction("pack_" + label_ + (pairs_ || amx_ ? ".pairs" : ""), packFunctionType(g_.ctx));
   b_.SetInsertPoint(llvm::BasicBlock::Create(g_.ctx, "entry", f));
   // Arguments 1 and 3, the operand's descriptor fields and batch offset, are for strided routines.
   llvm::Value *bufs = f->getArg(0), *batch = f->getArg(2), *kc = f->getArg(7), *kcPad = f->getArg(8),
@@ -187,7 +187,19 @@ llvm::Function* PackEmitter::emit() {
   // Pairs mode: the layout's row of panel row kk is its pair row, kk / 2.
   llvm::Value* one = g_.i64(1);
   auto layoutRow = [&](llvm::Value* kk) { return pairs_ ? b_.CreateLShr(kk, one) : kk; };
-  auto rowsOf = [&](llvm::Value* p) { return [&, p](llvm::Value* row) { return dstRow(p, row); }; };
+  // amx_: row 0's element at k kk of panel p in the tiles' layout (StridedPacker::amxAt), the
+  // other rows kAmxK elements apart.
+  auto amxAt = [&](llvm::Value* p, llvm::Value* kk) {
+    llvm::Value* panel = b_.CreateInBoundsGEP(g_.elt, dst, b_.CreateMul(p, panelElements));
+    llvm::Value* step = b_.CreateAnd(kk, g_.i64(-int64_t{kAmxK}));
+    return b_.CreateInBoundsGEP(b_.getInt16Ty(), panel,
+                                b_.CreateAdd(b_.CreateMul(step, g_.i64(kAmxRows)), b_.CreateSub(kk, step)));
+  };
+  auto rowsOf = [&](llvm::Value* p) {
+    return [&, p](llvm::Value* row) { return amx_ ? amxAt(p, row) : dstRow(p, row); };
+  };
+  // Where `lanes` k from kk of panel p go.
+  auto kDst = [&](llvm::Value* p, llvm::Value* kk) { return amx_ ? amxAt(p, kk) : dstRow(p, layoutRow(kk)); };
   // Rows kk < kc from the operand (from even), the K padding up to kcPad zeros (a separate loop,
   // so that the operand rows need no k test in their masks).
   auto packGeneral = [&](const PanelRows& pr, llvm::Value* p, llvm::Value* from) {
@@ -195,7 +207,13 @@ llvm::Function* PackEmitter::emit() {
     llvm::Value* padFrom = b_.CreateSelect(b_.CreateICmpSGT(from, kc), from, kc);
     if (pairs_) padFrom = b_.CreateLShr(b_.CreateAdd(padFrom, one), one);  // past an odd kc's last pair
     g_.loop(padFrom, layoutRow(kcPad), 1, "kk.pad", [&](llvm::Value* kk) {
-      b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, w)), dstRow(p, kk), g_.eltAlign());
+      if (!amx_) {
+        b_.CreateAlignedStore(llvm::Constant::getNullValue(g_.withLanes(g_.elt, w)), dstRow(p, kk), g_.eltAlign());
+        return;
+      }
+      std::vector<llvm::Value*> zeros;
+      for (const PanelRows::Chunk& c : pr.chunks) zeros.push_back(llvm::Constant::getNullValue(g_.withLanes(g_.elt, c.count)));
+      scatterAmx(pr, amxAt(p, kk), zeros);
     });
   };
   // Panels take a fast way when their rows or k are contiguous (without bounds) or k runs
@@ -213,13 +231,14 @@ llvm::Function* PackEmitter::emit() {
     });
     firstGeneral = panels;
   };
+  KILN_ASSERT(!amx_ || (plain && groupStride(op_.map.index, rowAt_, rowDims_) != 1), "A packed straight into tiles");
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
     packContiguousRows(fullPanels, kcPad, dstRow);
     firstGeneral = fullPanels;
   } else if (plain && groupStride(op_.map.index, kAt_, g_.form.kDims) == 1) {
     panelsByLanes([&](const PanelRows& pr, llvm::Value* p, llvm::Value* kk) {
       packTransposed(pr, b_.CreateAdd(b_.CreateAdd(k0_, toIx(kk)), g_.constant(ix_, op_.map.index.constant)),
-                     dstRow(p, layoutRow(kk)));
+                     kDst(p, kk));
     });
   } else if (op_.quotients.empty() && (plain || maskedLoads()) && kTable_ &&
              op_.map.index.coeff[kAt_ + g_.form.kDims.size() - 1] == 1 && kStretches()) {
@@ -251,13 +270,13 @@ llvm::Function* PackEmitter::emit() {
       auto* done = llvm::BasicBlock::Create(g_.ctx, "run.done", fn);
       b_.CreateCondBr(run, vectors, notOne);
       b_.SetInsertPoint(vectors);
-      packTransposed(pr, first, dstRow(p, layoutRow(kk)), plain ? nullptr : k);
+      packTransposed(pr, first, kDst(p, kk), plain ? nullptr : k);
       b_.CreateBr(done);
       b_.SetInsertPoint(notOne);
       b_.CreateCondBr(twoRuns, two, rowsBlock);
       b_.SetInsertPoint(two);
       const SecondRun second{last, firstLanes};
-      packTransposed(pr, first, dstRow(p, layoutRow(kk)), plain ? nullptr : k, &second);
+      packTransposed(pr, first, kDst(p, kk), plain ? nullptr : k, &second);
       b_.CreateBr(done);
       b_.SetInsertPoint(rowsBlock);
       // A loop, not `lanes` copies of the general row: these steps are rare (a run's end) and
@@ -349,8 +368,15 @@ void PackEmitter::prefetchRegion() {
 
 llvm::Function* emitPackFunction(GemmBuilder& g, bool a) { return pack::PackEmitter(g, a).emit(); }
 
+bool pack::PackEmitter::amxFits(const GemmBuilder& g) {
+  const GemmOperand& a = g.form.a;
+  return a.map.bounds.empty() && a.quotients.empty() &&
+         groupStride(a.map.index, g.form.batchDims.size(), g.form.mDims) != 1;
+}
+
 llvm::Function* emitPairPackFunction(GemmBuilder& g, bool a) {
   if (!(a && g.plan.amx)) return pack::PackEmitter(g, a, /*pairs=*/true).emit();
+  if (pack::PackEmitter::amxFits(g)) return pack::PackEmitter(g, a, /*pairs=*/false, /*amx=*/true).emit();
   // A on AMX tiles: the f32 panels, each then rewritten in place as the tiles' layout.
   llvm::Function* packF32 = emitPackFunction(g, a);
   llvm::IRBuilder<>& b = g.b;

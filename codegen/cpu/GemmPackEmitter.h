@@ -27,14 +27,21 @@ class PackEmitter {
  public:
   /// With `pairs`, panel rows are k pairs (GemmKernels.cpp's file comment): pair row j holds k 2j
   /// and 2j + 1 of each row in one 32-bit element (not for A on AMX tiles, whose layout differs).
-  PackEmitter(GemmBuilder& g, bool a, bool pairs = false)
-      : g_(g), b_(g.b), op_(a ? g.form.a : g.form.b), label_(a ? "a" : "b"), pairs_(pairs),
+  /// With `amx` (A on AMX tiles, where amxFits), panels in the tiles' layout (StridedPacker::amxAt:
+  /// per 32 k, each of the 32 rows' 32 bf16 one row after the other).
+  PackEmitter(GemmBuilder& g, bool a, bool pairs = false, bool amx = false)
+      : g_(g), b_(g.b), op_(a ? g.form.a : g.form.b), label_(a ? "a" : "b"), pairs_(pairs), amx_(amx),
         width_(a ? g.plan.mr : g.plan.nr),
         rowDims_(a ? g.form.mDims : g.form.nDims),
         rowAt_(g.form.batchDims.size() + (a ? 0 : g.form.kDims.size())),
         kAt_(g.form.batchDims.size() + (a ? g.form.mDims.size() : 0)) {}
 
   llvm::Function* emit();
+
+  /// Whether A's panels on AMX tiles can be packed straight into the tiles' layout: rows
+  /// gathered k by k (no bounds, no quotients, rows not contiguous in memory), not the ways that
+  /// write whole panel rows.
+  static bool amxFits(const GemmBuilder& g);
 
  private:
   /// One panel's rows in chunks of at most `lanes` rows (vectors the target holds in one
@@ -76,6 +83,9 @@ class PackEmitter {
   /// at dstRow(kk), or in pairs mode as the pair rows of rows 2j and 2j + 1 at dstRow(j), an odd
   /// `to`'s last row paired with zeros.
   void storeRows(const PanelRows& pr, llvm::Value* from, llvm::Value* to, const RowValues& row, const DstRow& dstRow);
+  /// amx_: stores a panel row's chunks (accumulator type) as bf16 into the tiles' rows, row 0's
+  /// element at `at` and the others kAmxK apart.
+  void scatterAmx(const PanelRows& pr, llvm::Value* at, const std::vector<llvm::Value*>& values);
   int64_t maskPeriod() const;
   void packPeriodic(const PanelRows& pr, llvm::Value* kc, const DstRow& dstRow);
   void packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, const PanelRow& dstRow);
@@ -98,6 +108,7 @@ class PackEmitter {
   const GemmOperand& op_;
   const std::string label_;
   const bool pairs_;
+  const bool amx_;
   const int width_;                       // MR or NR
   const std::vector<int64_t>& rowDims_;   // the m or n coordinates
   const size_t rowAt_, kAt_;              // where rows and k start in the map's coordinate vector

@@ -198,6 +198,20 @@ std::vector<llvm::Value*> PackEmitter::rowGeneral(const PanelRows& pr, llvm::Val
   return values;
 }
 
+void PackEmitter::scatterAmx(const PanelRows& pr, llvm::Value* at, const std::vector<llvm::Value*>& values) {
+  for (size_t q = 0; q < values.size(); ++q) {
+    const PanelRows::Chunk& c = pr.chunks[q];
+    llvm::Type* bits = g_.withLanes(b_.getInt32Ty(), c.count);
+    // Exact bf16 values in f32: their high halves.
+    llvm::Value* bf16 = b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(values[q], bits), g_.constant(bits, 16)),
+                                       g_.withLanes(b_.getInt16Ty(), c.count));
+    for (int i = 0; i < c.count; ++i)
+      b_.CreateAlignedStore(b_.CreateExtractElement(bf16, static_cast<uint64_t>(i)),
+                            b_.CreateConstInBoundsGEP1_64(b_.getInt16Ty(), at, static_cast<uint64_t>((c.first + i) * kAmxK)),
+                            llvm::Align(2));
+  }
+}
+
 /// k pairs from two panel rows of exact bf16 values in f32 (even: k 2j, odd: k 2j + 1): per lane,
 /// the even k's bf16 in the low half of a 32-bit element, the odd one's in the high half.
 llvm::Value* PackEmitter::pairOf(llvm::Value* even, llvm::Value* odd) {
@@ -211,6 +225,7 @@ llvm::Value* PackEmitter::pairOf(llvm::Value* even, llvm::Value* odd) {
 void PackEmitter::storeRows(const PanelRows& pr, llvm::Value* from, llvm::Value* to, const RowValues& row,
                             const DstRow& dstRow) {
   auto put = [&](llvm::Value* at, const std::vector<llvm::Value*>& values) {
+    if (amx_) return scatterAmx(pr, at, values);
     for (size_t q = 0; q < values.size(); ++q) putChunk(pr.chunks[q], at, values[q]);
   };
   if (!pairs_) {
@@ -387,10 +402,16 @@ void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::
       } else {
         v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(store, base_, toI64(row)), storeAlign());
       }
+      if (amx_) {  // the row's l k as they are, into its tile row (dstRow: row 0's, kAmxK apart)
+        b_.CreateAlignedStore(v, b_.CreateConstInBoundsGEP1_64(store, dstRow, static_cast<uint64_t>((c.first + r) * kAmxK)),
+                              storeAlign());
+        continue;
+      }
       rows.push_back(g_.toAcc(v, l));
     }
-    blocks.push_back(transposeSquare(b_, std::move(rows)));
+    if (!amx_) blocks.push_back(transposeSquare(b_, std::move(rows)));
   }
+  if (amx_) return;
   // A panel narrower than a vector (MR = 6 of 8 lanes) stores whole vectors in k order, each
   // overwriting the spare lanes of the one before; the last one's spill into the next panel row,
   // written later, or the panel's slack (panelElements).
