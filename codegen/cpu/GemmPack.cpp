@@ -9,8 +9,9 @@
 //   - k contiguous, no bounds (A of A·B, B of A·Bᵀ, convolution weights): one vector load per
 //     row and `lanes` k, transposed in registers `lanes` rows at a time;
 //   - k contiguous in runs, no quotients, where some `lanes` k are one stretch (the operands of a
-//     weight gradient, whose k is image, row, column; not a 3×3 window's): as the previous way for every `lanes` k steps that are one stretch of memory
-//     (inside one run, or across runs that meet: a padded 3×3 gradient's rows of 14) — with
+//     weight gradient, whose k is image, row, column; not a 3×3 window's): as the previous way
+//     for every `lanes` k steps that are one stretch of memory (inside one run, or across runs
+//     that meet: a padded 3×3 gradient's rows of 14) — with
 //     bounds (the input's padding), each row's load masked by the bounds on those k steps — or,
 //     `lanes` k that are two stretches (one image's last pixels and the next one's first), two
 //     masked loads per row (cnn's bf16 weight gradient's packing about 15 % less time); the
@@ -231,7 +232,8 @@ llvm::Function* PackEmitter::emit() {
     });
     firstGeneral = panels;
   };
-  KILN_ASSERT(!amx_ || (plain && groupStride(op_.map.index, rowAt_, rowDims_) != 1), "A packed straight into tiles");
+  KILN_ASSERT(!amx_ || (plain && groupStride(op_.map.index, rowAt_, rowDims_) != 1),
+              "A packed straight into AMX tiles takes the ways that write rows of k (PackEmitter::amxFits)");
   if (plain && groupStride(op_.map.index, rowAt_, rowDims_) == 1) {
     packContiguousRows(fullPanels, kcPad, dstRow);
     firstGeneral = fullPanels;

@@ -38,9 +38,11 @@ class PackEmitter {
 
   llvm::Function* emit();
 
-  /// Whether A's panels on AMX tiles can be packed straight into the tiles' layout: rows
-  /// gathered k by k (no bounds, no quotients, rows not contiguous in memory), not the ways that
-  /// write whole panel rows.
+  /// Whether A's panels on AMX tiles can be packed straight into the tiles' layout, whose rows hold
+  /// k: when A has no bounds, no quotients and no contiguous rows, it takes only the ways that
+  /// read a row's k (the transposed and run ways: `lanes` k of a row, stored as they are) or one
+  /// element at a time (the general way: each stored alone), not those that write the panel's
+  /// rows at one k as a vector (contiguous rows, periodic).
   static bool amxFits(const GemmBuilder& g);
 
  private:
