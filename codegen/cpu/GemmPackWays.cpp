@@ -319,8 +319,8 @@ void PackEmitter::packPeriodic(const PanelRows& pr, llvm::Value* kc, const DstRo
 }
 
 /// The first `panels` (full) panels when rows are contiguous: per k (per k pair in pairs mode),
-/// one vector load of `width` elements per panel (two). The panels are the inner loop, so memory is read row by row: a row of a
-/// transposed operand is often a page of its own.
+/// one vector load of `width` elements per panel (two). The panels are the inner loop, so memory
+/// is read row by row: a row of a transposed operand is often a page of its own.
 void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, const PanelRow& dstRow) {
   llvm::Type* store = g_.storageType();
   llvm::Value* first = b_.CreateAdd(b_.CreateAdd(batchParts_[0], r0_), g_.constant(ix_, op_.map.index.constant));
