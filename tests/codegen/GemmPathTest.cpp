@@ -440,6 +440,22 @@ TEST(Gemm, TuningLimits) {
   check(hostJit(), matmul(130, 300, 700, true, true), DType::f32, {2}, isa);
 }
 
+// f32 products of at least 10^8 FLOPs on AVX-512 cut K into deeper slices (GemmBlocking.cpp's
+// kF32Kc) than smaller ones, and are still exact against the interpreter: 200×260·1000 (1.04·10^8
+// FLOPs) in three slices of 334, a tenth of its rows (10^7 FLOPs) in six of 167.
+TEST(Gemm, DeepF32ProductsTakeDeeperSlices) {
+  const VectorIsa isa = isaOf(hostJit());
+  if (!isa.avx512) GTEST_SKIP() << "deeper slices are for AVX-512";
+  const Case deep = matmul(200, 260, 1000), shallow = matmul(20, 260, 1000);
+  const gemm::Blocking big = gemm::blockingFor(formOf(deep), AccType::F32, isa);
+  const gemm::Blocking small = gemm::blockingFor(formOf(shallow), AccType::F32, isa);
+  EXPECT_EQ(big.kBlocks, 3);
+  EXPECT_EQ(small.kBlocks, 6);
+  EXPECT_GT(big.kc, small.kc);
+  check(hostJit(), deep, DType::f32, {1, 2}, isa);
+  check(hostJit(), matmul(200, 260, 1000, true, false), DType::f32, {2}, isa);
+}
+
 // Contractions of one module share the micro-kernel, the packing routines of strided operands and
 // the drivers: one definition each, found by name; each keeps its own descriptor.
 TEST(Gemm, SharedFunctions) {
