@@ -48,10 +48,11 @@
 //   two threads 0–5 % slower); simplenet's f32 training step 102.8–105.7 → 99.2–100.8 ms. Plain
 //   products, which accumulate in the result (directResult), gained less: `kiln_bench --filter
 //   gemm/`, two interleaved pairs, 1024³ 1T 13.7–13.9 → 13.2–13.4 ms, 2048³ and 10000×512·1000 on
-//   one or two threads within ±2 %.
+//   one or two threads within ±2 %. f32 products of at least 10⁸ FLOPs on AVX-512 take K slices
+//   of 336 instead (GemmBlocking.cpp's kF32Kc: fewer trips of the C tiles through the caches).
 //
-//   - a B panel (KC × NR: 16 KiB on AVX2, 36 KiB on AVX-512) stays in L1 (32-48 KiB) while the
-//     micro-kernel runs down all A panels of the block;
+//   - a B panel (KC × NR: 16 KiB on AVX2, 36 KiB on AVX-512; 64 KiB, past L1, in slices of 336)
+//     stays in L1 (32-48 KiB) while the micro-kernel runs down all A panels of the block;
 //   - the packed A block (MB × KC, 144 KiB) stays in L2 (512 KiB and up) and is read once per B
 //     panel;
 //   - the tile (MB × NB, 288 KiB) is read and written once per K slice (L2/L3), and is in cache

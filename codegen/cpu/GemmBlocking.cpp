@@ -229,8 +229,8 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   // second convolution, K 288: 2T 225–231 → 251–264 GFLOP/s in `kiln_gemm_tune conv 64 32 14 14
   // 64 3` against two slices of 144).
   // f32 on AVX-512: deep products in deeper slices (kF32Kc).
-  const bool deeper = kcWanted == 0 && isa.gemmKc == 0 && isa.avx512 && bytes == 4 && !pairs && !p.amx &&
-                      workOf(f) >= kDeepSliceFlops;
+  const bool deeper =
+      kcWanted == 0 && isa.gemmKc == 0 && isa.avx512 && bytes == 4 && !pairs && workOf(f) >= kDeepSliceFlops;
   const int64_t sliceMost = deeper ? kF32Kc : kcMost;
   const int64_t slices = f.k <= sliceMost * 3 / 2 ? 1 : ceilDiv(f.k, sliceMost);
   p.kc = f.k == 0 ? 0 : roundUp(ceilDiv(f.k, slices), p.kUnit);

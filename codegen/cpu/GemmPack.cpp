@@ -261,9 +261,10 @@ llvm::Function* PackEmitter::emit() {
       llvm::Value* run = b_.CreateAnd(spans, b_.CreateAndReduce(firstLanes));
       // Two stretches (a run's end and the next one's start: an image's last pixels and the next
       // image's first in a weight gradient) are two masked loads per row.
-      llvm::Value* twoRuns = b_.CreateAnd(
-          spans, b_.CreateAndReduce(b_.CreateOr(firstLanes, b_.CreateICmpEQ(starts, g_.splat(l, last)))));
-      if (!maskedLoads()) twoRuns = b_.getFalse();
+      llvm::Value* twoRuns =
+          maskedLoads() ? b_.CreateAnd(spans, b_.CreateAndReduce(b_.CreateOr(
+                                                  firstLanes, b_.CreateICmpEQ(starts, g_.splat(l, last)))))
+                        : b_.getFalse();
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       auto* vectors = llvm::BasicBlock::Create(g_.ctx, "run.vector", fn);
       auto* notOne = llvm::BasicBlock::Create(g_.ctx, "run.two.test", fn);

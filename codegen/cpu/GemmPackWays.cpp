@@ -359,7 +359,9 @@ void PackEmitter::packContiguousRows(llvm::Value* panels, llvm::Value* kcPad, co
 /// `lanes` k steps of a full panel whose k is contiguous there (kPart: the index's k part at the
 /// first): one vector load per row, transposed `lanes` rows at a time into `lanes` panel rows.
 /// With bounds, `k` is the first k step: each row's load is masked by the bounds, evaluated on
-/// the `lanes` k steps from the k table.
+/// the `lanes` k steps from the k table. With `second`, the k steps are two stretches: each row
+/// is two masked loads. In pairs mode the rows pair up; with amx_, each row's k are stored as
+/// they are into its tile row, untransposed.
 void PackEmitter::packTransposed(const PanelRows& pr, llvm::Value* kPart, llvm::Value* dstRow, llvm::Value* k,
                                  const SecondRun* second) {
   const int l = g_.plan.lanes;
