@@ -110,6 +110,7 @@ ProgramLayout layOut(const ir::Graph& graph, const std::vector<kernels::Kernel>&
 struct Rendered {
   std::vector<kernels::Kernel> kernels;
   std::unique_ptr<llvm::Module> module;
+  VectorIsa isa;  // what the kernels were rendered for: their scratch is sized by it (layOut)
 };
 
 /// Lowers the graph's kernels and renders them into one module; `link`: the module declares the
@@ -127,7 +128,7 @@ Rendered render(const ir::Graph& graph, Jit& jit, ProgramStats& stats, bool link
   stats.kernels = static_cast<int>(r.kernels.size());
   t0 = Clock::now();
   r.module = std::make_unique<llvm::Module>(graph.name().empty() ? "program" : graph.name(), jit.context());
-  VectorIsa isa = isaOf(jit);
+  VectorIsa& isa = r.isa = isaOf(jit);
   if (link) isa.linkedGemm = jit.prebuiltGemm();
   // A library has no tiles, so on this CPU bf16 products take vdpbf16ps pairs only where those
   // outrun the FMAs (isaOf assumed the tiles for the host; a named CPU stays assumed): on a Xeon
@@ -171,7 +172,7 @@ ProgramObject compileObject(const ir::Graph& graph, const ObjectOptions& options
   Jit& jit = options.jit ? *options.jit : Jit::host();
   ProgramObject out;
   Rendered r = render(graph, jit, out.stats, /*link=*/false, /*object=*/true);  // the object stands alone
-  out.layout = layOut(graph, r.kernels, isaOf(jit));
+  out.layout = layOut(graph, r.kernels, r.isa);
   llvm::Module& m = *r.module;
   std::vector<std::pair<std::string, std::string>> blobs = options.blobs;
   out.constantOffsets.assign(out.layout.owned.size(), -1);
@@ -254,7 +255,7 @@ std::unique_ptr<Program> Program::compile(const ir::Graph& graph, const ProgramO
   // A dumping compile shows every routine's code: it compiles them into the module (the same IR).
   Rendered r = render(I.graph, jit, I.stats, /*link=*/options.dumpDir.empty(), /*object=*/false,
                       /*flushes=*/options.denormals == Denormals::Flush);
-  I.layout = layOut(I.graph, r.kernels, isaOf(jit));
+  I.layout = layOut(I.graph, r.kernels, r.isa);
   I.stats.scratchBytes = I.layout.scratchBytes(pool.threads());
 
   JitStats before = jit.stats();
