@@ -2,6 +2,10 @@
 
 #include "support/Error.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,17 +13,58 @@
 namespace kiln::rt {
 
 namespace {
+
+// KILN_GUARD_PAGES=1 (kiln's test suite sets it; read once): every tensor's bytes end where a page
+// without access begins and start after a read-only page that holds the mapping's size, so a
+// kernel that writes past either end of a buffer (the arena, the scratch, a parameter) faults at
+// once instead of corrupting the heap somewhere a later test may or may not notice. An AOT
+// library's runtime does the same (kaot_alloc).
+bool guardPages() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_GUARD_PAGES");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+size_t pageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+std::byte* allocateGuarded(size_t rounded) {
+  const size_t page = pageBytes(), pages = (rounded + page - 1) / page, total = (pages + 2) * page;
+  void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) KILN_THROW("out of host memory allocating a tensor of {} bytes (with guard pages)", rounded);
+  auto* base = static_cast<std::byte*>(m);
+  std::memcpy(base, &total, sizeof total);
+  if (mprotect(base, page, PROT_READ) != 0 || mprotect(base + (pages + 1) * page, page, PROT_NONE) != 0) {
+    munmap(base, total);
+    KILN_THROW("cannot protect the guard pages of a tensor of {} bytes (KILN_GUARD_PAGES)", rounded);
+  }
+  return base + (pages + 1) * page - rounded;
+}
+
 std::byte* allocateBytes(size_t n) {
   size_t rounded = (n + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
+  if (guardPages()) return allocateGuarded(rounded);  // zeroed by mmap
   void* p = std::aligned_alloc(64, rounded);
   if (!p) KILN_THROW("out of host memory allocating a tensor of {} bytes", n);
   std::memset(p, 0, rounded);
   return static_cast<std::byte*>(p);
 }
+
 }  // namespace
 
-void HostTensor::Free::operator()(std::byte* p) const { std::free(p); }
+void HostTensor::Free::operator()(std::byte* p) const {
+  if (!guardPages()) return std::free(p);
+  const size_t page = pageBytes();
+  auto* base = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(p) / page * page - page);
+  size_t total;
+  std::memcpy(&total, base, sizeof total);
+  munmap(base, total);
+}
 
 HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = 1;

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -130,13 +131,47 @@ KAOT_FN const char* kaot_type(char out[256], const char* dtype, int rank, const 
   return out;
 }
 
-/* A zeroed buffer of max(bytes, 64) bytes rounded up to 64, 64-byte aligned. */
+/* KILN_GUARD_PAGES=1 (kiln's test suite sets it), as kiln::rt::HostTensor does: every buffer
+ * kaot_alloc returns ends where a page without access begins and starts after a read-only page
+ * that holds the mapping's size, so a kernel that writes past either end of its buffer faults at
+ * once instead of corrupting the heap. Read at each call: buffers are allocated by create and by
+ * weights loads only. */
+KAOT_FN int kaot_guard_pages(void) {
+  const char* v = getenv("KILN_GUARD_PAGES");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+/* A zeroed buffer of max(bytes, 64) bytes rounded up to 64, 64-byte aligned; freed by kaot_free. */
 KAOT_FN void* kaot_alloc(int64_t bytes) {
   if (bytes < 0 || (uint64_t)bytes > SIZE_MAX / 2) return NULL;
   size_t n = bytes < 64 ? 64 : (((size_t)bytes + 63) & ~(size_t)63);
+  if (kaot_guard_pages()) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (n + page - 1) / page, total = (pages + 2) * page;
+    unsigned char* base = (unsigned char*)mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == (unsigned char*)MAP_FAILED) return NULL;
+    memcpy(base, &total, sizeof total);
+    if (mprotect(base, page, PROT_READ) || mprotect(base + (pages + 1) * page, page, PROT_NONE)) {
+      munmap(base, total);
+      return NULL;
+    }
+    return base + (pages + 1) * page - n;
+  }
   void* p = aligned_alloc(64, n);
   if (p) memset(p, 0, n);
   return p;
+}
+
+KAOT_FN void kaot_free(void* p) {
+  if (!p) return;
+  if (!kaot_guard_pages()) {
+    free(p);
+    return;
+  }
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char* base = (unsigned char*)((uintptr_t)p / page * page - page);
+  size_t total;
+  memcpy(&total, base, sizeof total);
+  munmap(base, total);
 }
 
 KAOT_FN uint16_t kaot_f32_to_f16(float f) { /* support/DType.cpp floatToHalf */
@@ -618,10 +653,10 @@ KAOT_FN void kaot_pool_destroy(kaot_pool* p) {
   atomic_store_explicit(&p->stopping, true, memory_order_relaxed); /* published by the wakes */
   for (int k = 1; k <= p->started; ++k) kaot_wake(p, k);
   for (int k = 0; k < p->started; ++k) pthread_join(p->tids[k], NULL);
-  free(p->slots);
+  kaot_free(p->slots);
   free(p->tids);
   free(p->args);
-  free(p);
+  kaot_free(p);
 }
 
 KAOT_FN int kaot_pool_create(int threads, kaot_pool** out) {

@@ -83,12 +83,12 @@ KAOT_FN void kiln_aot_destroy(kiln_aot_context* c) {
   if (!c) return;
   const kiln_aot_program* p = c->b.p;
   kaot_pool_destroy(c->pool);
-  for (int i = 0; c->params && i < p->num_params; ++i) free(c->params[i]);
-  for (int i = 0; c->owned && i < p->num_owned; ++i) free(c->owned[i]);
-  for (int i = 0; c->staging && i < p->num_updates; ++i) free(c->staging[i]);
-  for (int i = 0; c->b.outs && i < p->num_outputs; ++i) free(c->b.outs[i]);
+  for (int i = 0; c->params && i < p->num_params; ++i) kaot_free(c->params[i]);
+  for (int i = 0; c->owned && i < p->num_owned; ++i) kaot_free(c->owned[i]);
+  for (int i = 0; c->staging && i < p->num_updates; ++i) kaot_free(c->staging[i]);
+  for (int i = 0; c->b.outs && i < p->num_outputs; ++i) kaot_free(c->b.outs[i]);
   free(c->params), free(c->owned), free(c->staging), free(c->b.outs), free(c->mode), free(c->table);
-  free(c->inputs), free(c->b.train_inputs), free(c->arena), free(c->scratch), free(c->b.lr);
+  free(c->inputs), free(c->b.train_inputs), kaot_free(c->arena), kaot_free(c->scratch), kaot_free(c->b.lr);
   free(c);
 }
 
@@ -221,7 +221,7 @@ static int kaot_target_run(kiln_aot_context* c, const void* const* inputs, void*
 
 static int kaot_target_take_params(kiln_aot_context* c, void** fresh) {
   for (int i = 0; i < c->b.p->num_params; ++i) {
-    free(c->params[i]);
+    kaot_free(c->params[i]);
     c->params[i] = fresh[i];
     fresh[i] = NULL;
   }

@@ -218,7 +218,7 @@ KAOT_FN void kiln_aot_destroy(kiln_aot_context* c) {
   if (c->ctx) kaot_cu.DevicePrimaryCtxRelease(c->device);
   kaot_pool_destroy(c->pool);
   free(c->inputs), free(c->params), free(c->owned), free(c->staging), free(c->in_host), free(c->b.outs);
-  free(c->functions), free(c->argv), free(c->argp), free(c->first_arg), free(c->b.train_inputs), free(c->b.lr);
+  free(c->functions), free(c->argv), free(c->argp), free(c->first_arg), free(c->b.train_inputs), kaot_free(c->b.lr);
   free(c);
 }
 

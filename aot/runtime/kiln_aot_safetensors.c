@@ -506,7 +506,7 @@ KAOT_FN int kaot_load(kiln_aot_context* c, const kaot_src* src) {
   }
   KAOT_TRY(kaot_target_take_params(c, fresh));
 done:
-  for (int i = 0; fresh && i < p->num_params; ++i) free(fresh[i]);
+  for (int i = 0; fresh && i < p->num_params; ++i) kaot_free(fresh[i]);
   free(fresh), free(byoff), free(byname), free((void*)j.s), free(j.pool.p), free(j.keys);
   free(T.e), free(T.dims), free(T.names.p), free(T.tmp.p);
   return rc;

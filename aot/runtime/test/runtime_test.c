@@ -466,6 +466,27 @@ static void test_cycles(void) {
   kiln_aot_destroy(c);
 }
 
+/* KILN_GUARD_PAGES=1 (run.sh's second -O2 run): kaot_alloc's buffers are zeroed, whole to their
+ * rounded end, and a write one byte past that faults. */
+static void test_guard_pages(void) {
+  if (!kaot_guard_pages()) return;
+  for (int64_t n = 1; n <= 8192; n = n * 3 + 1) {
+    unsigned char* p = (unsigned char*)kaot_alloc(n);
+    const int64_t rounded = n < 64 ? 64 : (n + 63) / 64 * 64;
+    CHECK(p && (uintptr_t)p % 64 == 0);
+    for (int64_t i = 0; p && i < rounded; ++i) CHECK(p[i] == 0);
+    if (p) memset(p, 0x5a, (size_t)rounded);
+    pid_t child = fork();
+    if (child == 0) {
+      ((volatile unsigned char*)p)[rounded] = 1;
+      _exit(0);
+    }
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+    kaot_free(p);
+  }
+}
+
 int main(void) {
   if (begin_tests("aotrt_test")) return 1;
   make_toy_file();
@@ -474,5 +495,6 @@ int main(void) {
   printf("train_step\n"), test_train();
   printf("pool\n"), test_pool();
   printf("create/destroy cycles\n"), test_cycles();
+  printf("guard pages: %s\n", kaot_guard_pages() ? "on" : "off (KILN_GUARD_PAGES unset)"), test_guard_pages();
   return finish_tests();
 }
