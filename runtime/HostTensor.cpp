@@ -15,10 +15,10 @@ namespace kiln::rt {
 namespace {
 
 // KILN_GUARD_PAGES=1 (kiln's test suite sets it; read once): every tensor's bytes end where a page
-// without access begins and start after a read-only page that holds the mapping's size, so a
-// kernel that writes past either end of a buffer (the arena, the scratch, a parameter) faults at
-// once instead of corrupting the heap somewhere a later test may or may not notice. An AOT
-// library's runtime does the same (kaot_alloc).
+// without access begins (and start after a read-only page that holds the mapping's size), so a
+// kernel that writes past the end of a buffer (the arena, the scratch, a parameter) faults at once
+// instead of corrupting the heap somewhere a later test may or may not notice. An AOT library's
+// runtime does the same (kaot_alloc).
 bool guardPages() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_GUARD_PAGES");

@@ -132,13 +132,19 @@ KAOT_FN const char* kaot_type(char out[256], const char* dtype, int rank, const 
 }
 
 /* KILN_GUARD_PAGES=1 (kiln's test suite sets it), as kiln::rt::HostTensor does: every buffer
- * kaot_alloc returns ends where a page without access begins and starts after a read-only page
- * that holds the mapping's size, so a kernel that writes past either end of its buffer faults at
- * once instead of corrupting the heap. Read at each call: buffers are allocated by create and by
- * weights loads only. */
+ * kaot_alloc returns ends where a page without access begins (and starts after a read-only page
+ * that holds the mapping's size), so a kernel that writes past the end of its buffer faults at
+ * once instead of corrupting the heap. Read once per library, so that kaot_free always undoes
+ * what kaot_alloc did. */
 KAOT_FN int kaot_guard_pages(void) {
-  const char* v = getenv("KILN_GUARD_PAGES");
-  return v && *v && strcmp(v, "0") != 0;
+  static atomic_int known = -1;
+  int on = atomic_load_explicit(&known, memory_order_relaxed);
+  if (on < 0) {
+    const char* v = getenv("KILN_GUARD_PAGES");
+    on = v && *v && strcmp(v, "0") != 0;
+    atomic_store_explicit(&known, on, memory_order_relaxed);
+  }
+  return on;
 }
 
 /* A zeroed buffer of max(bytes, 64) bytes rounded up to 64, 64-byte aligned; freed by kaot_free. */
