@@ -20,7 +20,7 @@ constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
 constexpr int64_t kShallowSlice = 48;               // a slice this shallow hands each panel to the epilogue
-constexpr int64_t kAmxInPlacePanels = 4;            // AMX: B panels per block that A read in place may serve
+constexpr int64_t kAmxInPlacePanels = 4;            // B panels per block that A read in place may serve (AMX; f32 columns)
 constexpr int64_t kAmxColumnsFirstK = 512;          // AMX: from this K in one slice, threads split columns first
 constexpr int64_t kAmxPartK = 256;                  // AMX SplitK: k of a part at least, where slices are few
 constexpr int64_t kPairsLeastK = 16;                // bf16: a shallower K widens to f32 instead of k pairs or tiles
@@ -345,6 +345,30 @@ bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, Ac
          !rowsShareL1Sets(s->row * accBytes(acc), p.mr, isa);
 }
 
+/// Whether the packed or SplitK blocking `p` reads A in place with its rows contiguous and its k
+/// lda apart (Aᵀ·B's A: a weight gradient's layer input): stored as the accumulators, on AVX-512
+/// (16 lanes: an 8-row register tile's k step is half a line), read by at most kAmxInPlacePanels
+/// panels of B, and its slice's kc rows of A, one line each, spread over L1's sets, at most half
+/// its ways in any one (the micro-kernel reads the whole slice again for every panel of B, whose
+/// own lines need the rest): a stride of a multiple of 2 KiB packs instead. A block read in place
+/// comes back from L2 a line per k for every panel of B, slower than a packed one streams: on the
+/// Xeon VM with AMX (`kiln_gemm_tune --threads 1 [--pack-a] M N K 1 0`, two rounds) mnist_mlp's
+/// weight gradient 784×128 over K 100 (three panels) 122–123 → 108–110 µs and over K 200
+/// 239 → 217 µs, but 1000×256 over K 120 (six panels) 325 → 352 µs and simplenet's 1000×512 over
+/// K 10000 (eleven) 61 → 72–74 ms.
+bool aColumnsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
+  const std::optional<Strides> s = sharedStrides(f, true);
+  if (!aReadableInPlace(f, p, dtype, acc, isa) || !s || s->row != 1 || s->k == 1 || p.lanes != 16 || p.kc == 0 ||
+      ceilDiv(std::min(p.nb, f.n), p.nr) > kAmxInPlacePanels)
+    return false;
+  std::vector<int> perSet(static_cast<size_t>(std::max(isa.l1Sets, 1)), 0);
+  for (int64_t k = 0; k < p.kc; ++k)
+    if (++perSet[static_cast<size_t>(k * s->k * accBytes(acc) / std::max(isa.l1Line, 1) % std::max(isa.l1Sets, 1))] >
+        isa.l1Ways / 2)
+      return false;
+  return true;
+}
+
 /// Whether the AMX tile kernel reads A's whole register tiles of rows in place (tileloadd with A's
 /// row stride; GemmAmx.cpp): bf16 A strided with its k contiguous, its rows in enough sets of L1,
 /// on native tiles (the emulated kernel reads packed tiles only), and its packing not paid back:
@@ -379,6 +403,8 @@ Blocking blockingFor(const kernels::GemmForm& f, AccType acc, const VectorIsa& i
   if (takesSmallPath(f, pairsAvailable(f, dtype, isa))) return smallBlocking(f, acc, isa);
   Blocking p = packedBlocking(f, acc, isa, dtype);
   p.aInPlace = aRowsInPlace(f, p, dtype, acc, isa) || amxRowsInPlace(f, p, dtype, isa);
+  // A kept packed over all of K (Blocking::reuseA) is packed once per thread anyway.
+  if (!p.aInPlace && !p.reuseA && aColumnsInPlace(f, p, dtype, acc, isa)) p.aInPlace = p.aColumns = true;
   // A in runs: read in place too, with K slices that divide the run (cnn's weight gradients: of
   // the first convolution, 32×9 over K 64·784 in slices of 196 instead of 192; `kiln explain
   // cnn --train --measure`: see Gemm.cpp's file comment).

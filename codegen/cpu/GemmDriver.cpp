@@ -160,7 +160,7 @@ struct APanels {
   llvm::Value* inPlace;     // i1: desc::AInPlace
   llvm::Value* rows;        // A at the block's first row and the slice's first k, in place
   llvm::Value* rowBytes;    // A's row stride in bytes
-  llvm::Value* lda;         // and in elements
+  llvm::Value* lda;         // the micro-kernel's stride in elements: of A's rows (of its k: Blocking::aColumns)
   llvm::Value* fullPanels;  // the panels read in place (0 unless inPlace)
 };
 
@@ -171,6 +171,7 @@ APanels aPanels(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* 
   llvm::IRBuilder<>& b = g.b;
   llvm::Value* inPlace = b.CreateICmpNE(desc::load(b, d, desc::AInPlace), g.i64(0));
   llvm::Value* lda = desc::load(b, d, desc::A + desc::RowStride);
+  llvm::Value* kStride = desc::load(b, d, desc::A + desc::KStride);  // 1 unless Blocking::aColumns
   llvm::Value* buffer = b.CreateAlignedLoad(
       b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bufs, desc::load(b, d, desc::A + desc::Buffer)), llvm::Align(8));
   // k0's offset: with A in runs of k (desc::ARun), the run's start plus k0's place in it (a slice
@@ -188,9 +189,10 @@ APanels aPanels(GemmBuilder& g, llvm::Value* bufs, llvm::Value* d, llvm::Value* 
   llvm::Value* elementBytes = desc::load(b, d, desc::ElementBytes);
   llvm::Value* at = b.CreateGEP(
       b.getInt8Ty(), buffer,
-      b.CreateMul(b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), kOffset)), elementBytes));
+      b.CreateMul(b.CreateAdd(offsetA, b.CreateAdd(b.CreateMul(m0, lda), b.CreateMul(kOffset, kStride))),
+                  elementBytes));
   llvm::Value* full = b.CreateSelect(inPlace, b.CreateUDiv(rows, g.i64(g.plan.mr)), g.i64(0));
-  return {inPlace, at, b.CreateMul(lda, elementBytes), lda, full};
+  return {inPlace, at, b.CreateMul(lda, elementBytes), g.plan.aColumns ? kStride : lda, full};
 }
 
 /// Where, on AMX tiles, the in-place panels' last, partial steps are packed (one step of kAmxK k
@@ -271,7 +273,8 @@ void callPanel(GemmBuilder& g, const APanels& a, llvm::Value* ip, llvm::Value* r
     const int64_t tailElements = int64_t{kAmxK} * g.plan.mr + g.plan.lanes;  // a panel of one step
     args.push_back(b.CreateInBoundsGEP(g.elt, aTails(g, packedA, kcPad), b.CreateMul(ip, g.i64(tailElements))));
   }
-  b.CreateCall(microKernel(g, 0, true)->getFunctionType(), panelKernel(g, columns, true), args);
+  b.CreateCall(microKernel(g, 0, true)->getFunctionType(), panelKernel(g, columns, true, nullptr, g.plan.aColumns),
+               args);
   b.CreateBr(done);
   b.SetInsertPoint(packed);
   packedCall();
@@ -611,7 +614,10 @@ llvm::FunctionType* chunkType(llvm::LLVMContext& ctx) {
 
 std::string configTag(GemmBuilder& g) {
   const char* acc = g.acc == AccType::F32 ? "f32" : g.acc == AccType::F64 ? "f64" : "i64";
-  return fmt::format("{}.{}x{}.v{}{}", acc, g.plan.mr, g.plan.nr, g.plan.lanes, microKernelTag(g));
+  // Kernels reading A's columns in place (Blocking::aColumns) have drivers of their own, so that
+  // modules without one never emit their micro-kernels.
+  return fmt::format("{}.{}x{}.v{}{}{}", acc, g.plan.mr, g.plan.nr, g.plan.lanes, microKernelTag(g),
+                     g.plan.aColumns ? ".acols" : "");
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ struct Blocking {
   bool reuseB = false;  // B is packed for all of K and reused by the next items of its block
   bool reuseA = false;  // A, the same for every batch in one M block, is packed for all of K once per slot
   bool aInPlace = false;  // A's whole register tiles of rows read in place, only its last, partial one packed
+  // With aInPlace: A's rows contiguous and its k lda apart (Aᵀ·B's A), read so by the micro-kernel
+  // (a register tile's rows at one k are one run of MR elements, as in a packed panel).
+  bool aColumns = false;
   // A read in place whose k is contiguous in runs of aRun, aRunStride apart (the output gradient
   // of a convolution's weight gradient: k = image, row, column); K slices never cross a run.
   // 0 where A's k is contiguous over all of K.
@@ -289,11 +292,16 @@ llvm::FunctionType* packFunctionType(llvm::LLVMContext& ctx);
 /// (read only when kc is not a multiple of kAmxK; a + i · lda is in A's elements as stored).
 ///
 /// With `halfRows` (native AMX tiles only), a kernel for a panel's first 16 rows: one tile of rows.
-llvm::Function* microKernel(GemmBuilder& g, int vectors = 0, bool aRows = false, bool halfRows = false);
+///
+/// With `aColumns` (and `aRows`; f32 kernels only), A read in place with its rows contiguous
+/// (Blocking::aColumns): element (i, k) at a + k · lda + i.
+llvm::Function* microKernel(GemmBuilder& g, int vectors = 0, bool aRows = false, bool halfRows = false,
+                            bool aColumns = false);
 /// The micro-kernel for a panel whose first `columns` (an i64) hold data: the narrowest whose
 /// vectors cover them; with `rows` (an i64: the panel's rows that hold data) on native AMX tiles,
 /// the one-tile kernels where they are at most 16.
-llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows = false, llvm::Value* rows = nullptr);
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows = false, llvm::Value* rows = nullptr,
+                         bool aColumns = false);
 /// The name part that tells the micro-kernels (and so the drivers that call them) apart beyond
 /// their tile: "" for the FMA kernel, ".bf16dot" or ".bf16dot.emulated" for bf16 pairs.
 std::string microKernelTag(GemmBuilder& g);

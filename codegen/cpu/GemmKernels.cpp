@@ -95,8 +95,8 @@ class PairDot {
 
 /// The body of one micro-kernel (see microKernel) over the first `nv` vectors of columns of its
 /// panels; with `aRows`, A's rows read in place (kc any depth: a loop of kUnroll k, then one of
-/// single k for the rest).
-void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
+/// single k for the rest), and with `aColumns` too, A read in place with its k lda apart.
+void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows, bool aColumns) {
   llvm::IRBuilder<>& b = g.b;
   llvm::Type* i64t = b.getInt64Ty();
   llvm::Type* ptr = b.getPtrTy();
@@ -121,7 +121,14 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
   // index registers for twelve rows, and the k step in the displacement.
   llvm::Value* lda = aRows ? f->getArg(6) : nullptr;
   llvm::Value* lda3 = aRows ? b.CreateMul(lda, g.i64(3)) : nullptr;
+  // A's columns in place (aColumns): step u's rows at a + u · lda, from the same bases.
   auto aElement = [&](llvm::Value* base, int u, int i) -> llvm::Value* {
+    if (aColumns) {
+      llvm::Value* step = u == 0   ? base
+                          : u == 3 ? b.CreateInBoundsGEP(g.elt, base, lda3)
+                                   : b.CreateInBoundsGEP(g.elt, base, b.CreateMul(lda, g.i64(u)));
+      return element(step, i);
+    }
     if (aRows) {
       llvm::Value* group = i < 4 ? base : b.CreateInBoundsGEP(g.elt, base, b.CreateMul(lda, g.i64(i / 4 * 4)));
       const int r = i % 4;
@@ -175,7 +182,8 @@ void emitMicroKernel(GemmBuilder& g, llvm::Function* f, int nv, bool aRows) {
     }
     const int kPerStep = g.pairs ? 2 : 1;
     llvm::Value* nextK = b.CreateAdd(now.k, g.i64(steps * kPerStep), "", /*HasNUW=*/true, /*HasNSW=*/true);
-    llvm::Value* nextA = element(now.pa, aRows || amxA ? steps : steps * mr);
+    llvm::Value* nextA = aColumns ? b.CreateInBoundsGEP(g.elt, now.pa, b.CreateMul(lda, g.i64(steps)))
+                                  : element(now.pa, aRows || amxA ? steps : steps * mr);
     if (amxA) {  // past the step's last pair: on to the next step's tiles
       llvm::Value* stepEnds = b.CreateICmpEQ(b.CreateURem(nextK, g.i64(kAmxK)), g.i64(0));
       nextA = b.CreateInBoundsGEP(g.elt, nextA, b.CreateSelect(stepEnds, g.i64((kAmxRows - 1) * kAmxPairs), g.i64(0)));
@@ -602,8 +610,9 @@ llvm::Value* concatVectors(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y)
   return b.CreateShuffleVector(x, y, iota(0, nx + ny));
 }
 
-llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows, bool halfRows) {
+llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows, bool halfRows, bool aColumns) {
   KILN_ASSERT(!halfRows || nativeAmx(g), "half-row micro-kernels on native AMX tiles only");
+  KILN_ASSERT(!aColumns || (aRows && !nativeAmx(g) && !g.pairs), "A's columns in place by the f32 kernel only");
   llvm::Type* i64t = g.b.getInt64Ty();
   llvm::Type* ptr = g.b.getPtrTy();
   std::vector<llvm::Type*> args{i64t, ptr, ptr, ptr, i64t, g.b.getInt1Ty()};
@@ -615,20 +624,21 @@ llvm::Function* microKernel(GemmBuilder& g, int vectors, bool aRows, bool halfRo
   const std::string narrow = vectors < nv ? fmt::format(".cols{}", vectors * g.plan.lanes) : "";
   const std::string name =
       fmt::format("kiln.gemm.ukernel.{}.{}x{}.v{}{}{}{}{}", accName(g.acc), g.plan.mr, g.plan.nr, g.plan.lanes,
-                  microKernelTag(g), aRows ? ".arows" : "", halfRows ? ".rows16" : "", narrow);
+                  microKernelTag(g), aColumns ? ".acols" : aRows ? ".arows" : "", halfRows ? ".rows16" : "", narrow);
   return g.sharedFunction(name, type, [&](llvm::Function* f) {
-    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors, aRows, halfRows ? 1 : 2) : emitMicroKernel(g, f, vectors, aRows);
+    nativeAmx(g) ? emitAmxMicroKernel(g, f, vectors, aRows, halfRows ? 1 : 2)
+                 : emitMicroKernel(g, f, vectors, aRows, aColumns);
   });
 }
 
-llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows, llvm::Value* rows) {
+llvm::Value* panelKernel(GemmBuilder& g, llvm::Value* columns, bool aRows, llvm::Value* rows, bool aColumns) {
   const int nv = g.plan.nr / g.plan.lanes;
   auto byColumns = [&](bool halfRows) {
-    llvm::Value* kernel = microKernel(g, 0, aRows, halfRows);
+    llvm::Value* kernel = microKernel(g, 0, aRows, halfRows, aColumns);
     // Narrowest last: a panel of `columns` takes the kernel of ⌈columns / lanes⌉ vectors.
     for (int v = nv - 1; v >= 1; --v)
       kernel = g.b.CreateSelect(g.b.CreateICmpSLE(columns, g.i64(int64_t{v} * g.plan.lanes)),
-                                microKernel(g, v, aRows, halfRows), kernel);
+                                microKernel(g, v, aRows, halfRows, aColumns), kernel);
     return kernel;
   };
   if (!rows || !nativeAmx(g)) return byColumns(false);

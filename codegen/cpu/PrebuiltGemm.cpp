@@ -62,6 +62,10 @@ std::vector<Contraction> coveringSet(DType t) {
       set.push_back(matmul(64, 1000, 10, ta, tb));   // K under 16, B past L1: bf16 widened to f32, packed
       for (int64_t m = 1; m <= 8; ++m) set.push_back(matmul(m, 40, 50, ta, tb));  // small M
       for (int64_t m : {9, 13, 100}) set.push_back(matmul(m, 64, 64, ta, tb));     // in L1
+      if (ta) {  // A's columns in place (AVX-512): packed, and split K
+        set.push_back(matmul(784, 128, 100, ta, tb));
+        set.push_back(matmul(40, 48, 9001, ta, tb));
+      }
     }
   set.push_back({"{t}[2,17,300]", "{t}[300,130]", "matmul", "", "{t}[2,17,130]"});
   if (!isFloat(t)) return set;

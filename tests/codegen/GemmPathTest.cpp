@@ -54,7 +54,8 @@ TEST(Gemm, KeepsABatchInvariantAPacked) {
 TEST(Gemm, ReadsARowsInPlace) {
   EXPECT_TRUE(planOf(matmul(131, 70, 301)).aInPlace);
   EXPECT_TRUE(planOf(matmul(131, 70, 301, false, true)).aInPlace);
-  EXPECT_FALSE(planOf(matmul(131, 70, 301, true, false)).aInPlace) << "A's rows contiguous: packed";
+  EXPECT_TRUE(planOf(matmul(131, 70, 301, true, false)).aColumns) << "A's rows contiguous: Gemm.ReadsAColumnsInPlace";
+  EXPECT_FALSE(planOf(matmul(131, 70, 301)).aColumns);
   const VectorIsa host = isaOf(hostJit());
   for (DType t : {DType::f16, DType::bf16, DType::i32}) {
     const gemm::Blocking plan =
@@ -73,6 +74,35 @@ TEST(Gemm, ReadsARowsInPlace) {
   for (const VectorIsa& isa : {isaOf(*makeJit("haswell")), isaOf(sse2Jit())}) {
     EXPECT_TRUE(gemm::blockingFor(formOf(matmul(131, 70, 301)), AccType::F32, isa).aInPlace);
     check(hostJit(), matmul(131, 70, 301), DType::f32, {1, 2}, isa);
+  }
+}
+
+// A whose rows are contiguous (Aᵀ·B's A, a weight gradient's layer input) is read in place on
+// AVX-512 too, its k lda apart, where few panels of B read each block (Blocking::aColumns); more
+// panels, a stride that puts a slice's k into few L1 sets, A kept packed for every batch, other
+// dtypes and narrower vectors pack it. Right for every K tail after whole steps of four, rows
+// short of a register tile, split K, batches, 1 and 2 threads.
+TEST(Gemm, ReadsAColumnsInPlace) {
+  const VectorIsa host = isaOf(hostJit());
+  if (!host.avx512) GTEST_SKIP() << "A's columns are read in place on AVX-512 only";
+  EXPECT_TRUE(planOf(matmul(784, 128, 100, true, false)).aColumns) << "mnist_mlp's weight gradient: three panels";
+  EXPECT_FALSE(planOf(matmul(1000, 512, 10000, true, false)).aColumns) << "eleven panels: packed";
+  EXPECT_FALSE(planOf(matmul(512, 48, 300, true, false)).aColumns) << "2 KiB apart: two L1 sets";
+  EXPECT_FALSE(planOf({"{t}[300,33]", "{t}[5,300,257]", "matmul", "transpose_a=true", "{t}[5,33,257]"}).aColumns)
+      << "kept packed for every batch";
+  EXPECT_FALSE(gemm::blockingFor(formOf(matmul(131, 70, 301, true, false)), AccType::F64, host, DType::f64).aColumns);
+  EXPECT_FALSE(gemm::blockingFor(formOf(matmul(131, 70, 301, true, false)), AccType::F32, isaOf(*makeJit("haswell")))
+                   .aColumns);
+  std::vector<Case> cases;
+  for (int64_t k : {1, 3, 4, 297, 298, 299, 300, 301}) cases.push_back(matmul(131, 70, k, true, false));
+  cases.push_back(matmul(131, 70, 301, true, true));
+  cases.push_back(matmul(784, 128, 100, true, false));
+  cases.push_back(matmul(40, 48, 9001, true, false));  // split K
+  cases.push_back({"{t}[3,301,37]", "{t}[3,301,70]", "matmul", "transpose_a=true", "{t}[3,37,70]"});
+  EXPECT_EQ(planOf(cases[10]).path, gemm::Path::SplitK);
+  for (const Case& c : cases) {
+    EXPECT_TRUE(planOf(c).aColumns) << c.graph(DType::f32);
+    check(hostJit(), c, DType::f32, {1, 2});
   }
 }
 
