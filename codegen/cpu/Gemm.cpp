@@ -77,10 +77,12 @@
 // 173–182 (138–158) → 93–101 (88–95) / 184–187 (171–179), 1024³ 90 (79–81) / 169–192 (151–154) →
 // 94–100 (90–93) / 181–188 (170–181). 512 columns put 6 rows in each of two sets and stay in place
 // (1T 108–110 against 107 packed); so do 8-row tiles in 8 ways (64×1024·1024×1024: 94–97 in place,
-// 86–94 packed). Intel's 48 KiB L1 has 12 ways and keeps them in place. An A whose rows are contiguous (of Aᵀ·B, a weight gradient) stays
-// packed, a copy: read in place, a line per k from L2 on every pass of a B panel, it was slower on
-// the large weight gradients (1000×512 over K 10000: 130 → 114 GFLOP/s on 1 thread) and faster
-// only where a block has few B panels (784×128 over K 100).
+// 86–94 packed). Intel's 48 KiB L1 has 12 ways and keeps them in place. An A whose rows are
+// contiguous (of Aᵀ·B, a weight gradient) is read in place only where at most four B panels read
+// each block, on AVX-512 (Blocking::aColumns: the micro-kernel's k step is lda, its MR rows one
+// run): elsewhere a copy into panels streams faster than a line per k from L2 on every pass of a
+// B panel (1000×512 over K 10000: 61 → 73 ms in place on 1 thread, 130 → 114 GFLOP/s in an earlier
+// try; 784×128 over K 100, three panels: 122–123 → 108–110 µs).
 // A convolution's weight gradient reads its output gradient dY[image, channel, row, column] as A:
 // channels are rows, and k = (image, row, column) is contiguous only within an image (a run of
 // H·W; Blocking::aRun). It is read in place too, with K slices that divide the run (nearest to
