@@ -20,7 +20,7 @@ constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
 constexpr int64_t kShallowSlice = 48;               // a slice this shallow hands each panel to the epilogue
-constexpr int64_t kAmxInPlacePanels = 4;            // B panels per block that A read in place may serve (AMX; f32 columns)
+constexpr int64_t kInPlacePanels = 4;               // B panels per block that A read in place from L2 may serve
 constexpr int64_t kAmxColumnsFirstK = 512;          // AMX: from this K in one slice, threads split columns first
 constexpr int64_t kAmxPartK = 256;                  // AMX SplitK: k of a part at least, where slices are few
 constexpr int64_t kPairsLeastK = 16;                // bf16: a shallower K widens to f32 instead of k pairs or tiles
@@ -324,15 +324,15 @@ bool aReadableInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype
          !usesBf16Pairs(f, p, dtype, isa);
 }
 
-/// Whether more of a register tile's `rows` rows, `rowBytes` apart, fall into one set of the L1
-/// data cache than it has ways: the micro-kernel reads a line of every row in turn, so they would
-/// evict each other at every step (a row stride of a multiple of 4 KiB puts all of them in one
-/// set). See Gemm.cpp's file comment ("A in place").
-bool rowsShareL1Sets(int64_t rowBytes, int rows, const VectorIsa& isa) {
-  std::vector<int> perSet(static_cast<size_t>(std::max(isa.l1Sets, 1)), 0);
+/// Whether more of `rows` lines, `rowBytes` apart, fall into one set of the L1 data cache than
+/// `ways` (all of its ways unless said): the micro-kernel reads a line of every row of a register
+/// tile in turn, so they would evict each other at every step (a row stride of a multiple of 4 KiB
+/// puts all of them in one set). See Gemm.cpp's file comment ("A in place").
+bool rowsShareL1Sets(int64_t rowBytes, int64_t rows, const VectorIsa& isa, int ways = 0) {
+  const int64_t sets = std::max(isa.l1Sets, 1), line = std::max(isa.l1Line, 1);
+  std::vector<int> perSet(static_cast<size_t>(sets), 0);
   for (int64_t r = 0; r < rows; ++r)
-    if (++perSet[static_cast<size_t>(r * rowBytes / std::max(isa.l1Line, 1) % std::max(isa.l1Sets, 1))] > isa.l1Ways)
-      return true;
+    if (++perSet[static_cast<size_t>(r * rowBytes / line % sets)] > (ways > 0 ? ways : isa.l1Ways)) return true;
   return false;
 }
 
@@ -347,7 +347,7 @@ bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, Ac
 
 /// Whether the packed or SplitK blocking `p` reads A in place with its rows contiguous and its k
 /// lda apart (Aᵀ·B's A: a weight gradient's layer input): stored as the accumulators, on AVX-512
-/// (16 lanes: an 8-row register tile's k step is half a line), read by at most kAmxInPlacePanels
+/// (16 lanes: an 8-row register tile's k step is half a line), read by at most kInPlacePanels
 /// panels of B, and its slice's kc rows of A, one line each, spread over L1's sets, at most half
 /// its ways in any one (the micro-kernel reads the whole slice again for every panel of B, whose
 /// own lines need the rest): a stride of a multiple of 2 KiB packs instead. A block read in place
@@ -359,21 +359,16 @@ bool aRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, Ac
 bool aColumnsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, AccType acc, const VectorIsa& isa) {
   const std::optional<Strides> s = sharedStrides(f, true);
   if (!aReadableInPlace(f, p, dtype, acc, isa) || !s || s->row != 1 || s->k == 1 || p.lanes != 16 || p.kc == 0 ||
-      ceilDiv(std::min(p.nb, f.n), p.nr) > kAmxInPlacePanels)
+      ceilDiv(std::min(p.nb, f.n), p.nr) > kInPlacePanels)
     return false;
-  std::vector<int> perSet(static_cast<size_t>(std::max(isa.l1Sets, 1)), 0);
-  for (int64_t k = 0; k < p.kc; ++k)
-    if (++perSet[static_cast<size_t>(k * s->k * accBytes(acc) / std::max(isa.l1Line, 1) % std::max(isa.l1Sets, 1))] >
-        isa.l1Ways / 2)
-      return false;
-  return true;
+  return !rowsShareL1Sets(s->k * accBytes(acc), p.kc, isa, std::max(isa.l1Ways / 2, 1));
 }
 
 /// Whether the AMX tile kernel reads A's whole register tiles of rows in place (tileloadd with A's
 /// row stride; GemmAmx.cpp): bf16 A strided with its k contiguous, its rows in enough sets of L1,
 /// on native tiles (the emulated kernel reads packed tiles only), and its packing not paid back:
 /// a block of A that fits two thirds of L1 (its tiles then load from L1 wherever they lie), or
-/// one read by at most kAmxInPlacePanels panels of B. A block streamed from L2 loads slower as
+/// one read by at most kInPlacePanels panels of B. A block streamed from L2 loads slower as
 /// rows 2 · lda bytes apart than as packed tiles (29–30 → 36–37 ns a step: GemmAmx.cpp), which
 /// more panels of B pay again and again. On a Xeon with AMX (2026-12-01), `kiln_bench --filter
 /// /bf16`, best of two, packed → in place: 1T 100×784·784×128 (four panels) 33.6 → 29.8 µs, 64×64·64×32
@@ -386,7 +381,7 @@ bool amxRowsInPlace(const kernels::GemmForm& f, const Blocking& p, DType dtype, 
     return false;
   const int64_t l1Bytes = int64_t{isa.l1Sets} * isa.l1Ways * isa.l1Line;
   const bool blockInL1 = std::min(p.mb, f.m) * p.kc * 2 <= l1Bytes * 2 / 3;
-  return blockInL1 || ceilDiv(std::min(p.nb, f.n), p.nr) <= kAmxInPlacePanels;
+  return blockInL1 || ceilDiv(std::min(p.nb, f.n), p.nr) <= kInPlacePanels;
 }
 
 /// The K slice nearest to `kc` (from half of it to a quarter more) that divides `run` and is a
