@@ -152,12 +152,43 @@ void ThreadPool::wake(int worker) {
   signal(slot.seq, slot.sleeping);
 }
 
-void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx) {
+int ThreadPool::parkedWorkers() const {
+  int n = 0;
+  for (int k = 1; k < threads_; ++k) n += slots_[k - 1].sleeping.load(std::memory_order_seq_cst);
+  return n;
+}
+
+bool ThreadPool::workersAwake(int chunks) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool stream = now - lastAwakeJob_ < kPoll;
+  const bool long_ago = now - lastAwakeJob_ > 4 * kPoll;
+  lastAwakeJob_ = now;
+  // Long after the last such job the workers are most likely parked: not reading their flags
+  // spares the caller a cache line from another core (the job then runs inline, as it would).
+  if (long_ago) return false;
+  bool parked = false;
+  for (int k = 1; k < chunks; ++k) parked = parked || slots_[k - 1].sleeping.load(std::memory_order_seq_cst);
+  // A stream of calls: wake the parked workers for the calls to come (each finds no chunk of its
+  // own in the job in flight, and polls), at most once per polling time while they take to run.
+  if (parked && stream && now - lastRouse_ >= kPoll) {
+    lastRouse_ = now;
+    for (int k = 1; k < chunks; ++k)
+      if (slots_[k - 1].sleeping.load(std::memory_order_seq_cst)) wake(k);
+  }
+  return !parked;
+}
+
+void ThreadPool::runJob(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx, bool awakeOnly) {
   if (end <= begin) return;
   // Unsigned, so that any begin < end has a size, even [INT64_MIN, INT64_MAX).
   uint64_t size = static_cast<uint64_t>(end) - static_cast<uint64_t>(begin);
   uint64_t chunks = std::min<uint64_t>(threads_, size / static_cast<uint64_t>(std::max<int64_t>(grain, 1)));
   if (chunks < 2 || tInsideJob || busy_.exchange(true, std::memory_order_acquire)) {
+    fn(ctx, begin, end);
+    return;
+  }
+  if (awakeOnly && !workersAwake(static_cast<int>(chunks))) {
+    busy_.store(false, std::memory_order_release);
     fn(ctx, begin, end);
     return;
   }
@@ -245,5 +276,8 @@ void ThreadPool::workerLoop(int index) {
 extern "C" void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain,
                                   void (*fn)(void* ctx, int64_t b, int64_t e), void* ctx) {
   auto* p = pool ? static_cast<kiln::rt::ThreadPool*>(pool) : &kiln::rt::ThreadPool::global();
-  p->run(begin, end, grain, fn, ctx);
+  if (grain < 0)
+    p->runAwake(begin, end, grain == INT64_MIN ? INT64_MAX : -grain, fn, ctx);
+  else
+    p->run(begin, end, grain, fn, ctx);
 }

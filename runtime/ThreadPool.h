@@ -10,6 +10,11 @@
 // - A parallelFor issued from inside a chunk (nested) runs inline on the thread that issued it.
 // - A parallelFor issued while the pool serves another thread's job runs inline as well: the
 //   pool's threads are busy, so the caller's own core is the best it can get, and nobody blocks.
+// - A job that asks for awake workers only (a negative grain through kiln_parallel_for, or
+//   runAwake) runs inline while one of its workers is parked: a short job (a batch-1 layer of a
+//   few microseconds) would wait longer for the wake-up system call than its work takes. Such a
+//   job wakes the parked workers (and still runs inline) only when it follows the pool's last one
+//   of its kind within the workers' polling time: a stream of calls, which then gets the threads.
 // - An exception thrown by a chunk is caught wherever it ran; once every chunk has finished, the
 //   first one caught is rethrown on the caller. The pool stays usable.
 // - Every chunk runs in the caller's floating-point mode (x86's MXCSR: rounding, and whether
@@ -17,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -64,7 +70,19 @@ class ThreadPool {
   }
 
   /// parallelFor with the chunk given as a C function and its context.
-  void run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx);
+  void run(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx) {
+    runJob(begin, end, grain, fn, ctx, false);
+  }
+  /// run(), on workers already awake only: while any worker the job would use is parked, the
+  /// caller runs all of [begin, end) itself (see the scheduling rules above). The partition into
+  /// chunks is run()'s whenever the job is split.
+  void runAwake(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx) {
+    runJob(begin, end, grain, fn, ctx, true);
+  }
+
+  /// How many workers sleep on their futex now (parked after polling idle): a snapshot, for tests
+  /// and diagnostics.
+  int parkedWorkers() const;
 
   /// memcpy(dst, src, bytes) for copies too big for one thread to stream at memory speed (a batch
   /// staged for the GPU): from kParallelCopyBytes on, the pool's threads copy runs of whole 4 KiB
@@ -87,6 +105,10 @@ class ThreadPool {
     std::atomic<uint64_t> chunk{1};
   };
 
+  void runJob(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx, bool awakeOnly);
+  /// For runAwake while the pool is ours (busy_): whether the workers of a job of `chunks`
+  /// chunks all poll; if not, wakes the parked ones when the last awake-only job was recent.
+  bool workersAwake(int chunks);
   void workerLoop(int index);
   /// Takes worker `index`'s chunk of job `job` when nobody has: true when this thread is to run it.
   bool claim(int index, uint64_t job);
@@ -101,6 +123,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::atomic<bool> busy_{false};  // a job is in flight
   std::atomic<bool> stopping_{false};
+  // When the last awake-only job and the last wake-up it made began (workersAwake; only the
+  // thread holding busy_ touches them).
+  std::chrono::steady_clock::time_point lastAwakeJob_{}, lastRouse_{};
 
   // The job in flight: written by the caller before it arms the chunks, read-only until every
   // chunk has been counted done in `pending_`; a thread reads them only once it holds a chunk.
@@ -120,7 +145,8 @@ class ThreadPool {
 }  // namespace kiln::rt
 
 /// The pool for generated code: ThreadPool::run on `pool` (a kiln::rt::ThreadPool*, or null for
-/// ThreadPool::global()). An exception thrown by fn propagates as from ThreadPool::run; the chunks
-/// of generated code never throw.
+/// ThreadPool::global()); a negative grain -g asks for ThreadPool::runAwake with grain g. An
+/// exception thrown by fn propagates as from ThreadPool::run; the chunks of generated code never
+/// throw.
 extern "C" void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain,
                                   void (*fn)(void* ctx, int64_t b, int64_t e), void* ctx);

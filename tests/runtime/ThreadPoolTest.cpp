@@ -372,6 +372,67 @@ void addRange(void* ctx, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) s->partial[b == 0 ? 0 : 1] += i;
 }
 
+// Runs one runAwake job (as record() does a parallelFor).
+Recorded recordAwake(ThreadPool& pool, int64_t begin, int64_t end, int64_t grain) {
+  Recorded r;
+  std::mutex m;
+  auto chunk = [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(m);
+    r.chunks.emplace_back(b, e);
+    r.threads.push_back(std::this_thread::get_id());
+  };
+  using Fn = decltype(chunk);
+  pool.runAwake(begin, end, grain, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); }, &chunk);
+  std::sort(r.chunks.begin(), r.chunks.end());
+  return r;
+}
+
+// Waits (up to a few seconds) until `n` of the pool's workers are parked on their futexes.
+bool parkedSettlingAt(const ThreadPool& pool, int n) {
+  for (int i = 0; i < 5000; ++i) {
+    if (pool.parkedWorkers() == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// A job for awake workers only runs inline, in one piece, while its worker is parked, and wakes
+// nobody unless it follows another such job within the workers' polling time; a stream of them
+// wakes the worker, and then splits as parallelFor does. Every job covers its range once either way.
+TEST(ThreadPool, AwakeOnlyJobsRunInlineWhileTheWorkerIsParked) {
+  ThreadPool pool(2);
+  ASSERT_TRUE(parkedSettlingAt(pool, 1));
+  const Recorded alone = recordAwake(pool, 0, 10, 1);
+  EXPECT_EQ(alone.chunks, (std::vector<Chunk>{{0, 10}}));
+  EXPECT_EQ(alone.threads, (std::vector<std::thread::id>{std::this_thread::get_id()}));
+  // Isolated jobs (each long after the last) leave the worker parked.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(recordAwake(pool, 0, 10, 1).chunks, (std::vector<Chunk>{{0, 10}}));
+  }
+  EXPECT_TRUE(parkedSettlingAt(pool, 1)) << "an isolated awake-only job woke the worker";
+  // Back to back: the worker wakes and takes its chunk of a later job.
+  bool split = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!split && std::chrono::steady_clock::now() < deadline) {
+    const Recorded r = recordAwake(pool, 0, 10, 1);
+    if (r.chunks.size() == 1) {
+      ASSERT_EQ(r.chunks, (std::vector<Chunk>{{0, 10}}));
+      continue;
+    }
+    ASSERT_EQ(r.chunks, expectedPartition(2, 0, 10, 1));
+    split = std::find(r.threads.begin(), r.threads.end(), std::this_thread::get_id()) != r.threads.end() &&
+            std::any_of(r.threads.begin(), r.threads.end(), [](auto id) { return id != std::this_thread::get_id(); });
+  }
+  EXPECT_TRUE(split) << "a stream of awake-only jobs never reached the worker";
+  // The C entry point takes a negative grain for runAwake: covered once, whoever runs it.
+  Sum s{{0, 0}};
+  kiln_parallel_for(&pool, 0, 1000, -100, addRange, &s);
+  EXPECT_EQ(s.partial[0] + s.partial[1], 999 * 1000 / 2);
+  kiln_parallel_for(&pool, 0, 1000, INT64_MIN, addRange, &s);  // grain INT64_MAX: inline
+  EXPECT_EQ(s.partial[0] + s.partial[1], 999 * 1000);
+}
+
 TEST(ThreadPool, CEntryPointRunsOnTheGivenPool) {
   ThreadPool pool(2);
   Sum s{{0, 0}};

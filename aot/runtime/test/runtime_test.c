@@ -334,9 +334,11 @@ static void check_partition(kaot_pool* pool, int64_t begin, int64_t end, int64_t
     CHECK(n == 0);
     return;
   }
-  uint64_t size = (uint64_t)end - (uint64_t)begin, g = grain > 1 ? (uint64_t)grain : 1, chunks = size / g;
+  /* A negative grain -g: grain g on awake workers only, or the whole range inline on the caller. */
+  int64_t own = grain < 0 ? (grain == INT64_MIN ? INT64_MAX : -grain) : grain;
+  uint64_t size = (uint64_t)end - (uint64_t)begin, g = own > 1 ? (uint64_t)own : 1, chunks = size / g;
   if (chunks > (uint64_t)pool->threads) chunks = (uint64_t)pool->threads;
-  if (chunks < 2) {
+  if (chunks < 2 || (grain < 0 && n == 1)) {
     CHECK(n == 1 && recs[0].b == begin && recs[0].e == end && pthread_equal(recs[0].t, pthread_self()));
     return;
   }
@@ -389,7 +391,7 @@ static void stress_fn(void* ctx, int64_t b, int64_t e) {
 static void test_pool(void) {
   static const int64_t begins[] = {0, -5, 100, INT64_MIN, INT64_MAX - 5000};
   static const int64_t sizes[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 63, 64, 65, 100, 1000, 1001, 4096};
-  static const int64_t grains[] = {-3, 0, 1, 2, 3, 7, 64, 1000};
+  static const int64_t grains[] = {-3, -1, 0, 1, 2, 3, 7, 64, 1000, INT64_MIN};
   for (int t = 1; t <= 4; ++t) {
     kiln_aot_context* c = NULL;
     CHECK(kiln_aot_create(&empty, NULL, t, &c) == KILN_AOT_OK);
@@ -437,6 +439,34 @@ static void test_pool(void) {
     if (i % 10000 == 0) usleep(300);
   }
   CHECK(bad == 0);
+  kiln_aot_destroy(c);
+}
+
+/* A job for awake workers only (a negative grain) runs inline, in one piece, while its worker is
+ * parked, and splits as any job once the worker polls (after a job of the usual kind). */
+static void test_awake_only(void) {
+  kiln_aot_context* c = NULL;
+  CHECK(kiln_aot_create(&empty, NULL, 2, &c) == KILN_AOT_OK);
+  if (!c) return;
+  kaot_pool* p = c->pool;
+  for (int i = 0; i < 5000 && !atomic_load(&p->slots[0].sleeping); ++i) usleep(1000);
+  CHECK(atomic_load(&p->slots[0].sleeping));
+  for (int k = 0; k < 3; ++k) {
+    atomic_store(&nrec, 0);
+    kiln_parallel_for(p, 0, 10, -1, rec_fn, NULL);
+    CHECK(atomic_load(&nrec) == 1 && recs[0].b == 0 && recs[0].e == 10 && pthread_equal(recs[0].t, pthread_self()));
+  }
+  CHECK(atomic_load(&p->slots[0].sleeping)); /* nothing woke it */
+  int split = 0;
+  for (int k = 0; k < 100000 && !split; ++k) {
+    kiln_parallel_for(p, 0, 2, 1, rec_fn, NULL); /* wakes the worker: it polls for the next job */
+    atomic_store(&nrec, 0);
+    kiln_parallel_for(p, 0, 10, -1, rec_fn, NULL);
+    int n = atomic_load(&nrec);
+    CHECK(n == 1 || n == 2);
+    split = n == 2;
+  }
+  CHECK(split);
   kiln_aot_destroy(c);
 }
 
@@ -497,6 +527,7 @@ int main(void) {
   printf("arguments\n"), test_arguments();
   printf("train_step\n"), test_train();
   printf("pool\n"), test_pool();
+  printf("awake-only jobs\n"), test_awake_only();
   printf("create/destroy cycles\n"), test_cycles();
   printf("guard pages: %s\n", kaot_guard_pages() ? "on" : "off (KILN_GUARD_PAGES unset)"), test_guard_pages();
   return finish_tests();
