@@ -339,7 +339,8 @@ class GemmEmitter {
       const int64_t items = phase == 0 ? g_.plan.items : g_.plan.reduceItems;
       if (g_.plan.parallel())
         b_.CreateCall(declareParallelFor(g_.m),
-                      {kernel->getArg(1), g_.i64(0), g_.i64(items), g_.i64(g_.plan.grain), phases[phase], ctx});
+                      {kernel->getArg(1), g_.i64(0), g_.i64(items),
+                       g_.i64(g_.plan.awakeOnly ? -g_.plan.grain : g_.plan.grain), phases[phase], ctx});
       else
         b_.CreateCall(phases[phase], {ctx, g_.i64(0), g_.i64(items)});
     }

@@ -601,7 +601,24 @@ void emitChunk(GemmBuilder& g, llvm::Function* f, llvm::Function* item) {
   for (int64_t tag : {kSlotTagB, kSlotTagA})  // it holds no packed operand yet
     b.CreateAlignedStore(g.i64(-1), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), slot, tag), llvm::Align(8));
   if (nativeAmx(g)) amxConfigure(g);  // the micro-kernel's tiles, for all of this thread's items
-  claimItems(g, f, claimFlags(g, scratch, d, 0), desc::load(b, d, desc::Items), f->getArg(1), f->getArg(2),
+  llvm::Value* items = desc::load(b, d, desc::Items);
+  if (g.plan.path == Path::Small) {
+    // One thread with every item of a product whose tile spans all of N in several blocks
+    // (GemmSmall.cpp's half steps, run inline): the whole of N as one item (-1), one pass over B.
+    llvm::Value* n = desc::load(b, d, desc::N);
+    llvm::Value* nBlocks = desc::load(b, d, desc::NBlocks);
+    llvm::Value* all = b.CreateAnd(b.CreateICmpEQ(f->getArg(1), g.i64(0)), b.CreateICmpSGE(f->getArg(2), items));
+    llvm::Value* spans = b.CreateAnd(b.CreateICmpSGE(desc::load(b, d, desc::Ldt), n),
+                                     b.CreateAnd(b.CreateICmpSGT(nBlocks, g.i64(1)), b.CreateICmpEQ(items, nBlocks)));
+    auto* whole = llvm::BasicBlock::Create(g.ctx, "whole", f);
+    auto* blocks = llvm::BasicBlock::Create(g.ctx, "blocks", f);
+    b.CreateCondBr(b.CreateAnd(all, spans), whole, blocks);
+    b.SetInsertPoint(whole);
+    b.CreateCall(item, {bufs, d, slot, g.i64(-1)});
+    b.CreateRetVoid();
+    b.SetInsertPoint(blocks);
+  }
+  claimItems(g, f, claimFlags(g, scratch, d, 0), items, f->getArg(1), f->getArg(2),
              [&](llvm::Value* i) { b.CreateCall(item, {bufs, d, slot, i}); });
   if (nativeAmx(g)) amxRelease(g);
   b.CreateRetVoid();

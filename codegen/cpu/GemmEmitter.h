@@ -46,6 +46,9 @@ struct Blocking {
   int64_t mb = 0, nb = 0;  // C block, multiples of mr and nr
   int64_t mBlocks = 0, nBlocks = 0, items = 0;
   int64_t grain = 1;    // kiln_parallel_for grain; `items` keeps the GEMM on one thread
+  // Split only among workers already awake (kiln_parallel_for's negative grain: a parked worker
+  // costs the caller a wake-up longer than the product; GemmSmall.cpp's kSmallAwakeBytes).
+  bool awakeOnly = false;
   bool reuseB = false;  // B is packed for all of K and reused by the next items of its block
   bool reuseA = false;  // A, the same for every batch in one M block, is packed for all of K once per slot
   bool aInPlace = false;  // A's whole register tiles of rows read in place, only its last, partial one packed

@@ -40,10 +40,15 @@
 // threads, `kiln bench mnist_mlp --train --optimizer adam --batch 100 --target cpu --profile`).
 //
 // Work items (GemmDriver.cpp) are batch × blocks of N columns: one block when B is small (under
-// kSmallParallelBytes, where waking a thread costs more than streaming it: from 256 KiB instead,
-// mnist_mlp's batch-1 inference took 3.1–3.8 µs in a loop against 3.3–4.5, but 20–25 µs against
-// 12–16 after 1 ms idle, `kiln_bench --idle-us 1000`, its weights cold and the worker parked),
-// else blocks of about kSmallBlockBytes of B claimed by the threads one at a time. Each item writes its block's M rows
+// kSmallAwakeBytes), else blocks of about kSmallBlockBytes of B (at least two), the pool's
+// threads taking contiguous runs of them. Under kSmallParallelBytes the product is split only
+// among workers already awake (Blocking::awakeOnly; runtime/ThreadPool.h): waking a parked
+// worker costs the caller a system call longer than such a product takes. mnist_mlp's batch-1
+// layer (401 KB, one step of 8 vectors wide, so two blocks of half a step) on the Xeon VM with
+// AMX (`kiln_bench [--idle-us 1000] --filter infer/mnist_mlp/b1`, six and four pairs interleaved
+// with the binary before): back to back 2.68–2.91 → 2.29–2.51 µs; after 1 ms idle 4.10–4.33 →
+// 4.26–4.52 (the call through the pool; on one thread alike); split for any worker, as first
+// tried, it took 5.1–6.0 µs after idle. Each item writes its block's M rows
 // into a tile in its thread's slot and hands the tile to the epilogue — or, for a plain product
 // whose block is whole vectors of columns, straight into the result (desc::Direct).
 #include "codegen/cpu/GemmEmitter.h"
@@ -59,6 +64,7 @@ namespace {
 
 constexpr int64_t kSmallM = 8;                    // rows of the product at most
 constexpr int64_t kSmallParallelBytes = 1 << 20;  // of B (in accumulator elements): from here on, threads
+constexpr int64_t kSmallAwakeBytes = 256 << 10;   // from here on, threads already awake (Blocking::awakeOnly)
 constexpr int64_t kSmallBlockBytes = 64 << 10;    // of B per work item on threads
 constexpr int kMaxGroupRows = 4;                  // up to kSmallM rows (all of them with AVX-512)
 // Products that fit L1 also take this path with more rows (groups of kCachedGroupRows, the last
@@ -302,12 +308,20 @@ void SmallEmitter::emitAxpy(llvm::Function* f, int rows, int v) {
         b_.CreateAlignedStore(acc[i * count + j], g_.at(g_.elt, tile, at), g_.eltAlign());
       }
   };
-  // Steps of V vectors, then single vectors, then the last, partial vector masked.
-  const int width = v * l_;
+  // Steps of V vectors, then one of V/2 where V is 4 or more (a block of half a step, as threads
+  // split a batch-1 layer one step wide, is one pass over B), then single vectors, then the last,
+  // partial vector masked.
+  const int width = v * l_, half = v >= 4 ? v / 2 : 0;
   llvm::Value* stepsEnd = b_.CreateSub(cols, b_.CreateSRem(cols, g_.i64(width)));
   llvm::Value* vectorsEnd = b_.CreateSub(cols, b_.CreateSRem(cols, g_.i64(l_)));
   g_.loop(g_.i64(0), stepsEnd, width, "cols", [&](llvm::Value* j0) { columns(j0, v, nullptr); });
-  g_.loop(stepsEnd, vectorsEnd, l_, "cols.vector", [&](llvm::Value* j0) { columns(j0, 1, nullptr); });
+  llvm::Value* singlesFrom = stepsEnd;
+  if (half > 0) {
+    llvm::Value* hasHalf = b_.CreateICmpSGE(b_.CreateSub(vectorsEnd, stepsEnd), g_.i64(half * l_));
+    singlesFrom = b_.CreateSelect(hasHalf, b_.CreateAdd(stepsEnd, g_.i64(half * l_)), stepsEnd);
+    g_.loop(stepsEnd, singlesFrom, half * l_, "cols.half", [&](llvm::Value* j0) { columns(j0, half, nullptr); });
+  }
+  g_.loop(singlesFrom, vectorsEnd, l_, "cols.vector", [&](llvm::Value* j0) { columns(j0, 1, nullptr); });
   g_.loop(vectorsEnd, cols, l_, "cols.tail", [&](llvm::Value* j0) { columns(j0, 1, lanesBelow(j0, cols)); });
   b_.CreateRetVoid();
 }
@@ -352,16 +366,24 @@ Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa&
   p.mBlocks = 1;
   // Blocks of whole steps of the first row group (R rows of W, V vectors of B's row).
   const int step = columnsPerStep(smallRowGroups(f.m, isa.avx512)[0]);
-  const int64_t unit = dotForm(f) ? step : step * p.lanes;
+  int64_t unit = dotForm(f) ? step : step * p.lanes;
   const double bBytes = static_cast<double>(f.n) * static_cast<double>(f.k) * bytes;
+  const double allB = bBytes * static_cast<double>(f.batch);
   int64_t blocks = 1;
-  if (bBytes * static_cast<double>(f.batch) >= kSmallParallelBytes)
-    blocks = std::max<int64_t>(1, static_cast<int64_t>(bBytes / kSmallBlockBytes));
+  if (allB >= kSmallAwakeBytes)
+    blocks = std::max<int64_t>(f.batch > 1 ? 1 : 2, static_cast<int64_t>(bBytes / kSmallBlockBytes));
+  // B to be split but one step wide (a batch-1 layer of 128 columns is one step of 8 vectors):
+  // blocks of half a step, which the axpy kernels take in one pass each. The tile then spans all
+  // of N, so that one thread running every block (the pool's workers parked, or one thread) runs
+  // them as one block instead, one pass over B in whole steps (the small driver's whole item).
+  const bool halfSteps = !dotForm(f) && blocks > 1 && ceilDiv(f.n, unit) < 2 && step >= 4;
+  if (halfSteps) unit = step / 2 * p.lanes;
   p.nb = roundUp(ceilDiv(f.n, std::min(blocks, ceilDiv(f.n, unit))), unit);
   p.nBlocks = ceilDiv(f.n, p.nb);
   p.items = f.batch * p.nBlocks;
-  p.grain = bBytes * static_cast<double>(f.batch) >= kSmallParallelBytes ? 1 : std::max<int64_t>(p.items, 1);
-  p.ldt = roundUp(p.nb, p.lanes);
+  p.grain = allB >= kSmallAwakeBytes ? 1 : std::max<int64_t>(p.items, 1);
+  p.awakeOnly = allB < kSmallParallelBytes;
+  p.ldt = roundUp(halfSteps ? f.n : p.nb, p.lanes);
   p.packABytes = align64(f.m * roundUp(f.k, p.lanes) * bytes);
   if (smallConvertsB(f)) {  // B's block as one panel of K rows (the strided packing's layout)
     p.nr = static_cast<int>(roundUp(p.nb, p.lanes));
@@ -381,9 +403,11 @@ void emitSmallItem(GemmBuilder& g, llvm::Function* f) {
   auto get = [&](int field) { return desc::load(b, d, field); };
   llvm::Value *nBlocks = get(desc::NBlocks), *nb = get(desc::Nb), *m = get(desc::M), *k = get(desc::K);
   llvm::Value *ldt = get(desc::Ldt), *elementBytes = get(desc::ElementBytes);
-  llvm::Value* batch = b.CreateUDiv(item, nBlocks, "b");
-  llvm::Value* n0 = b.CreateMul(b.CreateURem(item, nBlocks), nb, "n0");
-  llvm::Value* cols = g.min(nb, b.CreateSub(get(desc::N), n0));
+  // Item -1: the whole of N for batch 0, with a tile that spans it (GemmDriver.cpp's emitChunk).
+  llvm::Value* whole = b.CreateICmpSLT(item, g.i64(0), "whole");
+  llvm::Value* batch = b.CreateSelect(whole, g.i64(0), b.CreateUDiv(item, nBlocks), "b");
+  llvm::Value* n0 = b.CreateSelect(whole, g.i64(0), b.CreateMul(b.CreateURem(item, nBlocks), nb), "n0");
+  llvm::Value* cols = b.CreateSelect(whole, get(desc::N), g.min(nb, b.CreateSub(get(desc::N), n0)), "cols");
   llvm::Value* packedB = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), slot, kSlotHeaderBytes);
   llvm::Value* packBBytes = get(desc::PackBBytes);
   llvm::Value* packedA = b.CreateInBoundsGEP(b.getInt8Ty(), packedB, packBBytes);

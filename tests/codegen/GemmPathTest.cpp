@@ -274,6 +274,36 @@ TEST(Gemm, SmallPathIntoTheResult) {
   check(hostJit(), matmul(66, 40, 70), DType::f64, {1});
 }
 
+// A batch-1 layer of 256 KiB to 1 MiB of B (mnist_mlp's 784 × 128) splits into blocks for threads
+// already awake (Blocking::awakeOnly), of half a step where B is one step wide (8 vectors of 16
+// lanes for one row, 4 for two), with a tile spanning all of N so that one thread runs the whole
+// of N in one pass (the small driver's whole item). A B of 1 MiB or more keeps waking workers.
+// Same bits on one thread (whole) and two (halves); odd N and a partial last vector; A
+// transposed; the dot form (B's k contiguous: blocks of rows of W, no half steps).
+TEST(Gemm, SmallPathSplitsOneStepWideLayersInHalfSteps) {
+  const VectorIsa host = isaOf(hostJit());
+  if (!host.avx512) GTEST_SKIP() << "the widths below are AVX-512's";
+  const gemm::Blocking mnist = planOf(matmul(1, 128, 784));
+  EXPECT_EQ(mnist.path, gemm::Path::Small);
+  EXPECT_TRUE(mnist.awakeOnly);
+  EXPECT_EQ(mnist.nb, 64);
+  EXPECT_EQ(mnist.nBlocks, 2);
+  EXPECT_EQ(mnist.ldt, 128) << "the tile spans all of N";
+  EXPECT_EQ(mnist.grain, 1);
+  const gemm::Blocking two = planOf(matmul(2, 64, 1100));
+  EXPECT_EQ(two.nb, 32);
+  EXPECT_EQ(two.ldt, 64);
+  EXPECT_FALSE(planOf(matmul(1, 128, 2100)).awakeOnly) << "1 MiB of B: any worker";
+  EXPECT_EQ(planOf(matmul(1, 128, 400)).nBlocks, 1) << "under 256 KiB: one thread";
+  for (const Case& c : {matmul(1, 128, 784), matmul(1, 100, 784), matmul(1, 121, 901, true, false),
+                        matmul(1, 128, 784, false, true),
+                        matmul(2, 64, 1100), matmul(2, 57, 1200)}) {
+    EXPECT_EQ(planOf(c).path, gemm::Path::Small) << c.graph(DType::f32);
+    EXPECT_GE(planOf(c).nBlocks, 2) << c.graph(DType::f32);
+    check(hostJit(), c, DType::f32, {1, 2, 2});
+  }
+}
+
 // More than 8 rows take the small path when the product stays in L1 (GemmSmall.cpp): B of at
 // most 32 KiB with at least 16 columns, one thread's worth of flops. A is read in place, transposed
 // or not; B too when its n is contiguous, else it is converted into one panel of K rows first (by
