@@ -159,15 +159,11 @@ int ThreadPool::parkedWorkers() const {
 }
 
 bool ThreadPool::workersAwake(int chunks) {
-  const auto now = std::chrono::steady_clock::now();
-  const bool stream = now - lastAwakeJob_ < kPoll;
-  const bool long_ago = now - lastAwakeJob_ > 4 * kPoll;
-  lastAwakeJob_ = now;
-  // Long after the last such job the workers are most likely parked: not reading their flags
-  // spares the caller a cache line from another core (the job then runs inline, as it would).
-  if (long_ago) return false;
   bool parked = false;
   for (int k = 1; k < chunks; ++k) parked = parked || slots_[k - 1].sleeping.load(std::memory_order_seq_cst);
+  const auto now = std::chrono::steady_clock::now();
+  const bool stream = now - lastAwakeJob_ < kPoll;
+  lastAwakeJob_ = now;
   // A stream of calls: wake the parked workers for the calls to come (each finds no chunk of its
   // own in the job in flight, and polls), at most once per polling time while they take to run.
   if (parked && stream && now - lastRouse_ >= kPoll) {
