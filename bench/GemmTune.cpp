@@ -6,7 +6,7 @@
 // ("cpu": flops over the CPU seconds spent divided by the thread count, i.e. the rate had every
 // thread had a core to itself, which a loaded machine still lets one measure).
 //
-//   kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--pack-a] [--sweep]
+//   kiln_gemm_tune [--bf16] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] [--pack-a] [--plan] [--sweep]
 //                  [M N K [ta tb] | conv N C H W O K]
 //
 // --kc, --mb and --nb replace the packed path's blocking limits (VectorIsa::gemmKc, …: the K slice,
@@ -14,9 +14,11 @@
 // under a grid of them (7 timed runs of 0.02 s each), the ISA's own limits first, to find the
 // limits of a new machine (scripts/gpu-check tune does it on the GPU machines' AVX-512 hosts).
 // --pack-a packs A into panels even where the micro-kernel would read its rows in place.
+// --plan prints each shape's blocking (path, register tile, K slice, blocks, items, in-place reads).
 // --cold times each call alone after writing 64 MiB of other data, so that its operands come from
 // memory as inside a training step. --threads times one pool only (to profile one of them).
 #include "codegen/cpu/Gemm.h"
+#include "codegen/cpu/GemmEmitter.h"
 #include "codegen/cpu/Jit.h"
 #include "ir/Parser.h"
 #include "kernels/Gemm.h"
@@ -96,6 +98,23 @@ struct Timing {
 /// --cold: each timed call runs once after 64 MiB of other data were written, so its operands
 /// come from memory, as in a training step where other kernels ran in between.
 bool coldCalls = false;
+bool printPlan = false;  // --plan: print each shape's blocking (gemm::Blocking) before timing it
+
+/// The blocking's main choices on one line: path, register tile, K slice, C blocks, items and
+/// threads, and how A and B are read.
+std::string describePlan(const cpu::gemm::Blocking& p) {
+  using cpu::gemm::Path;
+  std::string s = fmt::format("  plan: {} tile {}x{}{} kc {} ({} slice{}) block {}x{} ({}x{}) items {} grain {}",
+                              p.path == Path::Small ? "small" : p.path == Path::SplitK ? "splitk" : "packed", p.mr,
+                              p.nr, p.amx ? " amx" : "", p.kc, p.kBlocks, p.kBlocks == 1 ? "" : "s", p.mb, p.nb,
+                              p.mBlocks, p.nBlocks, p.items, p.grain);
+  if (p.path == Path::SplitK) s += fmt::format(" splits {} reduce items {}", p.splits, p.reduceItems);
+  if (p.awakeOnly) s += " awake-only";
+  if (p.aInPlace) s += p.aColumns ? " A-columns-in-place" : p.aRun ? " A-runs-in-place" : " A-rows-in-place";
+  if (p.reuseA) s += " A-reused";
+  if (p.reuseB) s += " B-reused";
+  return s;
+}
 int onlyThreads = 0;  // --threads: time this pool size alone
 
 void evictCaches() {
@@ -129,6 +148,9 @@ void run(cpu::Jit& jit, const Shape& s, const cpu::VectorIsa& isa, const Timing&
   }
   std::string line = fmt::format("{:<64} compile {:4.0f} ms", fmt::format("{}({}, {}) {}", s.op, s.a, s.b, s.label),
                                  compiled->compileMs());
+  if (printPlan)
+    fmt::print("{}\n", describePlan(cpu::gemm::blockingFor(form, cpu::AccType::F32, isa,
+                                                            operandDtype == "bf16" ? DType::bf16 : DType::f32)));
   if (isa.gemmKc || isa.gemmMb || isa.gemmNb)
     line += fmt::format("  kc {:4} mb {:4} nb {:4}", isa.gemmKc, isa.gemmMb, isa.gemmNb);
   if (isa.gemmMr || isa.gemmNr) line += fmt::format("  tile {}x{}", isa.gemmMr, isa.gemmNr);
@@ -182,7 +204,7 @@ void sweep(cpu::Jit& jit, const Shape& s, cpu::VectorIsa isa) {
 int usage() {
   fmt::print(stderr,
              "usage: kiln_gemm_tune [--bf16 [--no-amx|--no-pairs]] [--cold] [--threads 1|2] [--kc N] [--mb N] [--nb N] [--mr N] [--nr N] "
-             "[--pack-a] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
+             "[--pack-a] [--plan] [--sweep] [M N K [ta tb] | conv N C H W O K]\n");
   return 2;
 }
 
@@ -198,6 +220,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--sweep") {
       sweeping = true;
+    } else if (a == "--plan") {
+      printPlan = true;
     } else if (a == "--cold") {
       coldCalls = true;
     } else if (a == "--threads") {
