@@ -514,7 +514,7 @@ KAOT_FN int kiln_aot_threads(const kiln_aot_context* c) {
  * base + (i < extra) long; the caller runs chunk 0, worker k chunk k. Fewer than 2 chunks, a
  * nested call or a busy pool: the caller runs the whole range inline. A negative grain -g asks for
  * grain g on awake workers only: while a worker the job would use sleeps, the caller runs it all
- * inline, and a stream of such jobs rouses the workers (as runtime/ThreadPool.h). Waiting threads spin, then poll with sched_yield for 100 us, then sleep on a futex (as
+ * inline. Waiting threads spin, then poll with sched_yield for 100 us, then sleep on a futex (as
  * runtime/ThreadPool.cpp). */
 
 static _Thread_local int kaot_inside_job; /* a worker, or a caller running its own chunk */
@@ -540,7 +540,6 @@ typedef void (*kaot_chunk_fn)(void*, int64_t, int64_t);
 typedef struct {
   _Alignas(64) atomic_uint seq;
   atomic_bool sleeping;
-  atomic_uint jobs; /* jobs handed to the worker (kaot_hand); a wake-up without one only rouses it */
 } kaot_slot;
 typedef struct kaot_pool kaot_pool;
 typedef struct { kaot_pool* pool; int index; } kaot_worker;
@@ -557,7 +556,6 @@ struct kaot_pool {
   unsigned control; /* the caller's floating-point control word */
   _Alignas(64) atomic_uint pending;
   atomic_bool caller_sleeping;
-  int64_t last_awake_job, last_rouse; /* kaot_workers_awake's times (ns), touched while busy */
 };
 
 KAOT_FN void kaot_relax(void) {
@@ -605,12 +603,6 @@ KAOT_FN void kaot_wake(kaot_pool* p, int k) {
   if (atomic_load(&s->sleeping)) kaot_futex_wake(&s->seq);
 }
 
-/* Hands worker k the job in flight: one more job, then the wake-up that publishes it. */
-KAOT_FN void kaot_hand(kaot_pool* p, int k) {
-  atomic_fetch_add_explicit(&p->slots[k - 1].jobs, 1, memory_order_release); /* after the job's fields */
-  kaot_wake(p, k);
-}
-
 KAOT_FN void kaot_run_chunk(kaot_pool* p, uint64_t i) {
   uint64_t base = p->size / p->chunks, extra = p->size % p->chunks;
   uint64_t offset = i * base + (i < extra ? i : extra), length = base + (i < extra ? 1 : 0);
@@ -626,12 +618,10 @@ KAOT_FN void* kaot_worker_main(void* arg) {
   prctl(PR_SET_NAME, name, 0, 0, 0);
   kaot_inside_job = 1;
   kaot_slot* slot = &p->slots[index - 1];
-  uint32_t seen = 0, done = 0;
+  uint32_t seen = 0;
   for (;;) {
     seen = kaot_await(&slot->seq, &slot->sleeping, false, seen);
     if (atomic_load_explicit(&p->stopping, memory_order_relaxed)) return NULL;
-    if (atomic_load_explicit(&slot->jobs, memory_order_acquire) == done) continue; /* roused: poll */
-    ++done;
     kaot_set_float_mode(p->control);
     kaot_run_chunk(p, (uint64_t)index);
     if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) kaot_futex_wake(&p->pending);
@@ -639,21 +629,13 @@ KAOT_FN void* kaot_worker_main(void* arg) {
 }
 
 /* For a job of awake workers only (a negative grain), while the pool is the caller's: whether the
- * workers of its `chunks` chunks all poll; if not, rouses the parked ones (a wake-up with no job:
- * they poll for the jobs to come) when the last such job began within their polling time (a
- * stream of calls), at most once per polling time (as kiln::rt::ThreadPool::workersAwake). */
+ * workers of its `chunks` chunks all poll. Unlike kiln::rt::ThreadPool, nothing wakes the parked
+ * ones for such jobs (a worker here runs a chunk for every wake-up): a stream of them stays on
+ * the caller until a job of another kind wakes the workers. */
 KAOT_FN bool kaot_workers_awake(kaot_pool* p, int chunks) {
-  bool parked = false;
-  for (int k = 1; k < chunks; ++k) parked = parked || atomic_load(&p->slots[k - 1].sleeping);
-  int64_t now = kaot_now_ns();
-  bool stream = now - p->last_awake_job < 100000;
-  p->last_awake_job = now;
-  if (parked && stream && now - p->last_rouse >= 100000) {
-    p->last_rouse = now;
-    for (int k = 1; k < chunks; ++k)
-      if (atomic_load(&p->slots[k - 1].sleeping)) kaot_wake(p, k);
-  }
-  return !parked;
+  for (int k = 1; k < chunks; ++k)
+    if (atomic_load(&p->slots[k - 1].sleeping)) return false;
+  return true;
 }
 
 void kiln_parallel_for(void* pool, int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t),
@@ -684,7 +666,7 @@ __attribute__((visibility("hidden"))) void kiln_parallel_for(void* pool, int64_t
   p->chunks = chunks;
   p->control = kaot_float_control();
   atomic_store_explicit(&p->pending, (uint32_t)chunks - 1, memory_order_relaxed); /* published by the wakes */
-  for (int k = 1; k < (int)chunks; ++k) kaot_hand(p, k);
+  for (int k = 1; k < (int)chunks; ++k) kaot_wake(p, k);
   kaot_inside_job = 1;
   kaot_run_chunk(p, 0);
   kaot_inside_job = 0;
@@ -713,7 +695,6 @@ KAOT_FN int kaot_pool_create(int threads, kaot_pool** out) {
   atomic_init(&p->stopping, false);
   atomic_init(&p->pending, 0);
   atomic_init(&p->caller_sleeping, false);
-  p->last_awake_job = p->last_rouse = 0;
   if (n > 0) {
     p->slots = (kaot_slot*)kaot_alloc((int64_t)(sizeof(kaot_slot) * (size_t)n));
     p->tids = (pthread_t*)calloc((size_t)n, sizeof(pthread_t));
@@ -725,7 +706,6 @@ KAOT_FN int kaot_pool_create(int threads, kaot_pool** out) {
     for (int k = 0; k < n; ++k) {
       atomic_init(&p->slots[k].seq, 0);
       atomic_init(&p->slots[k].sleeping, false);
-      atomic_init(&p->slots[k].jobs, 0);
     }
     sigset_t all, old; /* workers block every signal: they belong to the process's main threads */
     sigfillset(&all);
