@@ -30,6 +30,7 @@ constexpr double kGemmParallelFlops = 2.0 * (1 << 20);  // GemmEmitter.h kParall
 constexpr double kGemmEpilogueFlopWeight = 8;           // GemmEmitter.h kEpilogueFlopWeight (workOf)
 constexpr int64_t kSmallM = 8;                    // GemmSmall.cpp: rows of the small path
 constexpr double kSmallParallelBytes = 1 << 20;   // GemmSmall.cpp: bytes of B from which it splits
+                                                  // (from 256 KiB on awake workers only: priced as one thread, as a call alone runs)
 constexpr int64_t kBf16PairsLeastK = 16;          // GemmBlocking.cpp kPairsLeastK: a shallower bf16 K widens to f32
 
 /// The rate of a plain elementwise op (add, mul, select, …) in kiln's vectorized loops as a

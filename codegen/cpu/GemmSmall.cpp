@@ -382,7 +382,7 @@ Blocking smallBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa&
   p.nBlocks = ceilDiv(f.n, p.nb);
   p.items = f.batch * p.nBlocks;
   p.grain = allB >= kSmallAwakeBytes ? 1 : std::max<int64_t>(p.items, 1);
-  p.awakeOnly = allB < kSmallParallelBytes;
+  p.awakeOnly = allB >= kSmallAwakeBytes && allB < kSmallParallelBytes;
   p.ldt = roundUp(halfSteps ? f.n : p.nb, p.lanes);
   p.packABytes = align64(f.m * roundUp(f.k, p.lanes) * bytes);
   if (smallConvertsB(f)) {  // B's block as one panel of K rows (the strided packing's layout)
