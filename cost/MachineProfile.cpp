@@ -364,9 +364,13 @@ MachineProfile machineProfile(const ProfileOptions& options) {
     try {
       MachineProfile cached = profileFromJson(readTextFile(path), path);
       if (profileMatches(cached, id)) return cached;
-      say(fmt::format("{} was measured on another machine ({}, {} threads, {}, kiln {}): measuring this one",
-                      path, cached.cpu.identity.model, cached.cpu.identity.threads, cached.cpu.identity.isa,
-                      cached.cpu.identity.kilnVersion));
+      if (cached.format != kProfileFormat && cached.cpu.identity == id)
+        say(fmt::format("{} is of profile format {}, and this kiln measures format {}: measuring again", path,
+                        cached.format, kProfileFormat));
+      else
+        say(fmt::format("{} was measured on another machine ({}, {} threads, {}, kiln {}): measuring this one",
+                        path, cached.cpu.identity.model, cached.cpu.identity.threads, cached.cpu.identity.isa,
+                        cached.cpu.identity.kilnVersion));
     } catch (const Error& e) {
       say(fmt::format("cannot use {} ({}): measuring again", path, e.what()));
     }

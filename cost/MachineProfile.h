@@ -30,10 +30,11 @@ namespace kiln::cost {
 /// The format of machine.json; a cache of another format is measured again. Format 4 adds bf16
 /// GEMM probes (GemmPoint::dtype); format 5 has a bf16 peak only where kiln's bf16 products run on
 /// AMX or vdpbf16ps (not where vdpbf16ps is slower than the FMAs and they convert to f32); format 6
-/// adds bf16 convolution probes (older files price bf16 convolutions as f32). Files
+/// adds bf16 convolution probes (older files price bf16 convolutions as f32); format 7 measures
+/// the bandwidth ladders on cache-line-aligned arrays (older ones: cache rates about half). Files
 /// of format 3 (a GPU profile measured elsewhere, such as cost/profiles/h200.json) are still read,
 /// their GEMM points f32.
-inline constexpr int kProfileFormat = 6;
+inline constexpr int kProfileFormat = 7;
 inline constexpr int kProfileFormatOldest = 3;
 
 /// What makes a cached CPU profile valid for this process.
