@@ -28,10 +28,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <random>
 #include <thread>
 
@@ -226,24 +224,15 @@ BandwidthLadders measureBandwidth(int lanes, int maxThreads, const std::function
   // shifted by a few cache lines against a: otherwise every load would follow a store to an
   // address with the same low 12 bits (4K aliasing) and wait for it, and cache-sized working sets
   // would measure a fraction of what the caches deliver.
-  // Every array starts on a cache line, as kiln's buffers do: a vector load that straddles two lines
-  // costs two, and `new float[]`'s 16-byte alignment halved every cache-sized rate of the ladders
-  // before format 7 (the read sum over 256 KiB on the Xeon VM with AMX: 98 GB/s at a 16-byte
-  // offset, 183 aligned).
+  // Every array starts on a cache line, as kiln's buffers do (rt::HostTensor): a vector load that
+  // straddles two lines costs two, and `new float[]`'s 16-byte alignment halved every cache-sized
+  // rate of the ladders before format 7 (the read sum over 256 KiB on the Xeon VM with AMX: 98 GB/s
+  // at a 16-byte offset, 183 aligned).
   const int64_t most = kMostBytes / 8, shift = 272;  // 1088 bytes: 17 cache lines
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  auto lines = [](int64_t floats) {
-    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-    float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (!p) throw std::bad_alloc();
-    return std::unique_ptr<float, Free>(p);
-  };
-  const auto aStore = lines(most), bStore = lines(most + shift), cStore = lines(most + 2 * shift);
-  float* const a = aStore.get();
-  float* const b = bStore.get() + shift;
-  float* const c = cStore.get() + 2 * shift;
+  rt::HostTensor aStore(DType::f32, {most}), bStore(DType::f32, {most + shift}), cStore(DType::f32, {most + 2 * shift});
+  float* const a = aStore.as<float>();
+  float* const b = bStore.as<float>() + shift;
+  float* const c = cStore.as<float>() + 2 * shift;
   for (int64_t i = 0; i < most; ++i) a[i] = 0, b[i] = 1, c[i] = 2;
   const TriadFn triad = triadFor(lanes);
   float (*const sum)(const float*, int64_t) = lanes == 16 ? sumAvx512 : lanes == 8 ? sumAvx2 : sumScalar;

@@ -513,8 +513,8 @@ KAOT_FN int kiln_aot_threads(const kiln_aot_context* c) {
  * min(threads, size / max(g, 1)) chunks; chunk i starts at i * base + min(i, extra) and is
  * base + (i < extra) long; the caller runs chunk 0, worker k chunk k. Fewer than 2 chunks, a
  * nested call or a busy pool: the caller runs the whole range inline, as it does a job with a
- * negative grain (kiln's pool splits those among awake workers only). Waiting threads spin, then poll with sched_yield for 100 us, then sleep on a futex (as
- * runtime/ThreadPool.cpp). */
+ * negative grain (kiln's pool splits those among awake workers only). Waiting threads spin, then
+ * poll with sched_yield for 100 us, then sleep on a futex (as runtime/ThreadPool.cpp). */
 
 static _Thread_local int kaot_inside_job; /* a worker, or a caller running its own chunk */
 
