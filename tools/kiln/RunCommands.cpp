@@ -104,6 +104,7 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       std::string file, inputsPath, weightsPath, outPath, target = "cpu", dumpDir;
       std::vector<std::string> argmaxOutputs;
       bool print = false, profile = false;
+      int runs = 1;
     };
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("run", "Evaluate a .kir graph (LLVM CPU backend, CUDA backend or reference interpreter)");
@@ -115,6 +116,10 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
         ->check(CLI::IsMember({"cpu", "cuda", "interp", "auto"}));
     cmd->add_flag("--print", o->print, "print every output");
     cmd->add_flag("--profile", o->profile, "print each kernel's time, share, GFLOP/s, GB/s and source lines");
+    cmd->add_option("--runs", o->runs,
+                    "run the graph this many times: the first warms up, the time printed (and --profile's) is "
+                    "over the others; a training step updates its parameters every run; outputs are the last run's")
+        ->check(CLI::Range(1, 1000000));
     addDumpOption(cmd, o->dumpDir);
     cmd->add_option("--argmax", o->argmaxOutputs, "print the per-row argmax of this [N, C] output");
     commands.emplace_back(cmd, [o] {
@@ -153,14 +158,27 @@ void addRunCommands(CLI::App& app, std::vector<std::pair<CLI::App*, RunFn>>& com
       if (!dir.empty() && target == engine::Target::Interp) dumpCompilation(g, dir, "f32");
       std::unique_ptr<engine::Executor> exec = engine::Executor::create(g, executorOptions(target, dir, o->profile));
       exec->setParams(interp::TensorMap(weights.begin(), weights.end()));
-      auto t0 = std::chrono::steady_clock::now();
-      interp::TensorMap outputs = exec->run(graphInputs);
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      // One run, or a warm-up and then the timed runs (each timed alone: their median and fastest).
+      interp::TensorMap outputs;
+      std::vector<double> times;
+      for (int r = 0; r < o->runs; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        exec->run(graphInputs, outputs);
+        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (r == 0 && o->runs > 1) {
+          times.clear();
+          if (o->profile) exec->kernelProfile();  // resets it: the profile covers the timed runs
+        }
+      }
+      std::sort(times.begin(), times.end());
+      const double ms = times[times.size() / 2];
+      const std::string how = o->runs == 1 ? std::string("in")
+                                           : fmt::format("{} times after a warm-up (fastest {:.4g} ms), median", times.size(), times.front());
       if (exec->target() != engine::Target::Interp)
-        std::fprintf(stderr, "ran @%s on the %s backend in %.2f ms (compiled in %.0f ms)\n", g.name().c_str(),
-                     exec->target() == engine::Target::Cpu ? "CPU" : "CUDA", ms, exec->compileMs());
+        std::fprintf(stderr, "ran @%s on the %s backend %s %.4g ms (compiled in %.0f ms)\n", g.name().c_str(),
+                     exec->target() == engine::Target::Cpu ? "CPU" : "CUDA", how.c_str(), ms, exec->compileMs());
       else
-        std::fprintf(stderr, "ran @%s on the reference interpreter in %.1f ms\n", g.name().c_str(), ms);
+        std::fprintf(stderr, "ran @%s on the reference interpreter %s %.4g ms\n", g.name().c_str(), how.c_str(), ms);
       std::vector<std::string> classNames;
       if (auto it = meta.find("class_names"); it != meta.end()) classNames = splitLines(it->second);
       if (o->profile) std::fputs(profileTable(g, passes::Precision::F32, exec->kernelProfile()).c_str(), stdout);
