@@ -81,4 +81,18 @@ GemmForm gemmForm(const Kernel& k);
 /// padding (a bound or a quotient condition fails). The reference semantics of the maps.
 std::optional<int64_t> gemmElementIndex(const GemmOperand& op, std::span<const int64_t> coords);
 
+/// The element strides of an operand whose element (row, k) of batch b lies at
+/// offset(b) + row · row + k · k in its buffer, with one of the two strides 1 (a matmul operand,
+/// transposed or not, a 1×1 convolution without padding). The strides of a coordinate group of
+/// size 1 are free; they are chosen so that the other is what counts.
+struct Strides {
+  int64_t row = 0, k = 0;
+  bool rowsContiguous() const { return row == 1; }
+};
+std::optional<Strides> stridesOf(const GemmForm& f, bool a);
+
+/// The stride s when affine functional `a` is s · flat over the coordinate group at `at` of sizes
+/// `dims` (its coefficients are the group's row-major strides times s), else nothing.
+std::optional<int64_t> groupStride(const Affine& a, size_t at, const std::vector<int64_t>& dims);
+
 }  // namespace kiln::kernels

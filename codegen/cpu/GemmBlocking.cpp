@@ -90,36 +90,9 @@ int64_t packedBytes(int64_t slices, int64_t rows, int width, int64_t kc, int byt
   return align64(slices * (rows / width) * panelElements(kc, width, lanes) * bytes);
 }
 
-std::optional<Strides> stridesOf(const kernels::GemmForm& f, bool a) {
-  const kernels::GemmOperand& op = a ? f.a : f.b;
-  if (!op.map.bounds.empty() || !op.quotients.empty()) return std::nullopt;
-  const std::vector<int64_t>& rowDims = a ? f.mDims : f.nDims;
-  const size_t rowAt = f.batchDims.size() + (a ? 0 : f.kDims.size());
-  const size_t kAt = f.batchDims.size() + (a ? f.mDims.size() : 0);
-  std::optional<int64_t> row = groupStride(op.map.index, rowAt, rowDims);
-  std::optional<int64_t> k = groupStride(op.map.index, kAt, f.kDims);
-  if (!row || !k) return std::nullopt;
-  Strides s{*row, *k};
-  if ((a ? f.m : f.n) <= 1 && s.k != 1) s.row = 1;
-  if (f.k <= 1 && s.row != 1) s.k = 1;
-  if (s.row != 1 && s.k != 1) return std::nullopt;
-  return s;
-}
-
 std::optional<Strides> sharedStrides(const kernels::GemmForm& f, bool a) {
   if (f.batchDims.size() > static_cast<size_t>(desc::kMaxBatchRank)) return std::nullopt;
   return stridesOf(f, a);
-}
-
-std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const std::vector<int64_t>& dims) {
-  if (dims.empty()) return 0;
-  const int64_t s = a.coeff[at + dims.size() - 1];
-  int64_t stride = s;
-  for (size_t d = dims.size() - 1; d-- > 0;) {
-    stride *= dims[d + 1];
-    if (dims[d] != 1 && a.coeff[at + d] != stride) return std::nullopt;  // size 1: any coefficient
-  }
-  return s;
 }
 
 std::optional<ARuns> aRunsOf(const kernels::GemmForm& f) {

@@ -116,19 +116,10 @@ int64_t ceilDiv(int64_t a, int64_t b);
 int64_t roundUp(int64_t a, int64_t b);
 int64_t align64(int64_t bytes);
 
-/// The element strides of an operand whose element (row, k) of batch b lies at
-/// offset(b) + row · row + k · k in its buffer, with one of the two strides 1 (a matmul operand,
-/// transposed or not, a 1×1 convolution without padding). The strides of a coordinate group of
-/// size 1 are free; they are chosen so that the other is what counts.
-struct Strides {
-  int64_t row = 0, k = 0;
-  bool rowsContiguous() const { return row == 1; }
-};
-std::optional<Strides> stridesOf(const kernels::GemmForm& f, bool a);
-
-/// The stride s when affine functional `a` is s · flat over the coordinate group at `at` of sizes
-/// `dims` (its coefficients are the group's row-major strides times s), else nothing.
-std::optional<int64_t> groupStride(const kernels::Affine& a, size_t at, const std::vector<int64_t>& dims);
+// An operand's strides (row, k) and a coordinate group's stride: kernels/Gemm.h.
+using kernels::groupStride;
+using kernels::Strides;
+using kernels::stridesOf;
 
 /// The module, the builder and what every part of the emitter knows about the contraction, with
 /// the IR helpers they share.
