@@ -144,21 +144,33 @@ double tileUse(int64_t m, int64_t n, int lanes) {
   return static_cast<double>(m * n) / static_cast<double>(roundUp(m, mr) * roundUp(n, lanes));
 }
 
+/// Which operands of a product are transposed: A stored [k, m] (its rows contiguous: a weight
+/// gradient's layer input), B stored [n, k] (its k contiguous: a layer's PyTorch-layout weight).
+struct Layout {
+  bool a = false, b = false;
+};
+Layout layoutOf(std::string_view layout) { return {layout.size() == 2 && layout[0] == 't', layout.size() == 2 && layout[1] == 't'}; }
+Layout layoutOf(const kernels::GemmForm& f) {
+  const std::optional<kernels::Strides> a = kernels::stridesOf(f, true), b = kernels::stridesOf(f, false);
+  return {a && a->k != 1, b && !b->rowsContiguous()};
+}
+
 /// kiln's packed GEMM as the profile measured it (MeasureCpu.cpp). A product of `batch` times
 /// m×n×k on P GFLOP/s (the peak of the t threads it runs on) takes
 ///
-///     T = δ + cI·items/t + 2·batch·m·n·k / (P · tileUse(m, n)) · (c0 + cM/mb + cN/nb + cK/k)
+///     T = δ + cI·items/t + 2·batch·m·n·k / (P · tileUse(m, n)) · (c0 + cM/mb + cN/nb + cK/k + cB·[Bᵀ]/mb + cA·[Aᵀ]/nb)
 ///
 /// c0 is the micro-kernel's inverse efficiency; the next three are overheads per flop that fall
 /// with the reuse of what they pay for: packing B is shared by the rows of an M block (mb),
 /// packing A by the columns of an N block (nb), a micro-tile's load, store and hand-off by its
-/// k-deep loop (mb, nb and the items as Gemm.cpp blocks the product for the threads); cI is the
-/// cost of a work item (claiming it, its scratch, handing its tile to the epilogue), δ the call's;
-/// tileUse charges the padded edge tiles. T·P·tileUse/flops is linear in the six coefficients, so
-/// they are fitted by least squares on relative error to the profile's matmul probes (squares, a
-/// shallow K, a short M, a narrow N, a batch of small products); a coefficient that comes out
-/// negative is dropped. A convolution form then gets its measured time against this model's for
-/// its GEMM form as a factor (packing through windows costs more).
+/// k-deep loop (mb, nb and the items as Gemm.cpp blocks the product for the threads); cB and cA
+/// price a transposing packing of B or A, shared the same way; cI is the cost of a work item
+/// (claiming it, its scratch, handing its tile to the epilogue), δ the call's; tileUse charges the
+/// padded edge tiles. T·P·tileUse/flops is linear in the eight coefficients, so they are fitted by
+/// non-negative least squares on relative error to the profile's matmul probes (squares, a shallow
+/// K, a short M, a narrow N, a batch of small products, transposed operands). A convolution form
+/// then gets its measured time against this model's for its GEMM form as a factor (packing
+/// through windows costs more).
 class GemmModel {
  public:
   explicit GemmModel(const CpuProfile& cpu) : cpu_(cpu) {
@@ -168,7 +180,7 @@ class GemmModel {
     fit(points);
     for (const GemmPoint& g : cpu.gemm) {
       if (g.micros <= 0) continue;
-      const double f = g.micros / micros(g.batch, g.m, g.n, g.k);
+      const double f = g.micros / micros(g.batch, g.m, g.n, g.k, layoutOf(g.layout));
       if (g.op == "matmul") {
         if (g.dtype == "bf16") bf16_.push_back({flopsOf(g.batch, g.m, g.n, g.k), std::clamp(f, 0.05, 2.0), g.m});
       } else {
@@ -196,9 +208,9 @@ class GemmModel {
   /// The fitted coefficients, the convolution factors and each probe against the fit.
   std::string text() const {
     std::string out = fmt::format(
-        "  gemm model: c0 {:.3f} (micro-kernel at {:.0f} % of peak), cM {:.2f}, cN {:.2f}, cK {:.2f}, item {:.2f} µs, "
-        "call {:.2f} µs\n",
-        c_[0], 100 / c_[0], c_[1], c_[2], c_[3], c_[4], c_[5]);
+        "  gemm model: c0 {:.3f} (micro-kernel at {:.0f} % of peak), cM {:.2f}, cN {:.2f}, cK {:.2f}, cBᵀ {:.2f}, "
+        "cAᵀ {:.2f}, item {:.2f} µs, call {:.2f} µs\n",
+        c_[0], 100 / c_[0], c_[1], c_[2], c_[3], c_[6], c_[7], c_[4], c_[5]);
     out += "  convolution factors:";
     for (const ConvFactor& c : factors_)
       out += fmt::format(" {}{} {:.2f}×", c.op, c.dtype == "f32" ? "" : " " + c.dtype, c.factor);
@@ -208,8 +220,8 @@ class GemmModel {
     out += "\n  probes, measured against the model:";
     for (const GemmPoint& g : cpu_.gemm)
       if (g.op == "matmul" && g.dtype == "f32")
-        out += fmt::format(" {}{}x{}x{} {:+.0f} %;", g.batch > 1 ? fmt::format("{}·", g.batch) : "", g.m, g.n, g.k,
-                           100 * (g.micros / micros(g.batch, g.m, g.n, g.k) - 1));
+        out += fmt::format(" {}{}x{}x{}{} {:+.0f} %;", g.batch > 1 ? fmt::format("{}·", g.batch) : "", g.m, g.n, g.k,
+                           layoutText(g.layout), 100 * (g.micros / micros(g.batch, g.m, g.n, g.k, layoutOf(g.layout)) - 1));
     return out + "\n";
   }
 
@@ -217,8 +229,8 @@ class GemmModel {
   /// bf16 matmul takes the bf16 squares' factor at its size; a convolution its form's probe in its
   /// dtype, else (a profile before format 6: no bf16 convolution probes) its f32 probe, as f32. A
   /// bf16 K under kBf16PairsLeastK is widened to f32 by the backend, and priced so.
-  double micros(ir::OpKind op, DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) const {
-    const double t = micros(batch, m, n, k);
+  double micros(ir::OpKind op, DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, Layout layout) const {
+    const double t = micros(batch, m, n, k, op == OpKind::MatMul ? layout : Layout{});
     const bool bf16 = dtype == DType::bf16 && k >= kBf16PairsLeastK;
     if (op == OpKind::MatMul) return bf16 ? t * bf16Factor(flopsOf(batch, m, n, k)) : t;
     const std::string_view name = ir::opInfo(op).name;
@@ -232,7 +244,7 @@ class GemmModel {
   }
 
  private:
-  static constexpr size_t kTerms = 6;
+  static constexpr size_t kTerms = 8;
   using Terms = std::array<double, kTerms>;
 
   int threadsFor(double flops) const { return flops >= kGemmParallelFlops ? cpu_.identity.threads : 1; }
@@ -274,16 +286,22 @@ class GemmModel {
     return cpu_.peak(threadsFor(flops)) * 1e3 * tileUse(m, n, cpu_.f32Lanes) / flops;
   }
   /// The regressors of one product: T·P·tileUse/flops = c · x.
-  Terms features(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+  Terms features(int64_t batch, int64_t m, int64_t n, int64_t k, Layout layout) const {
     const Blocking b = blocks(batch, m, n, k);
     const double s = scale(batch, m, n, k);
     const double t = threadsFor(flopsOf(batch, m, n, k));
-    return {1.0, 1.0 / static_cast<double>(b.mb), 1.0 / static_cast<double>(b.nb), 1.0 / static_cast<double>(k),
-            static_cast<double>(b.items) / t * s, s};
+    return {1.0,
+            1.0 / static_cast<double>(b.mb),
+            1.0 / static_cast<double>(b.nb),
+            1.0 / static_cast<double>(k),
+            static_cast<double>(b.items) / t * s,
+            s,
+            layout.b ? 1.0 / static_cast<double>(b.mb) : 0.0,
+            layout.a ? 1.0 / static_cast<double>(b.nb) : 0.0};
   }
-  double micros(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+  double micros(int64_t batch, int64_t m, int64_t n, int64_t k, Layout layout) const {
     if (flopsOf(batch, m, n, k) <= 0) return 0;  // an empty product: only the call (its kernel's overhead)
-    const Terms x = features(batch, m, n, k);
+    const Terms x = features(batch, m, n, k, layout);
     double y = 0;
     for (size_t i = 0; i < kTerms; ++i) y += c_[i] * x[i];
     return y / scale(batch, m, n, k);
@@ -297,7 +315,7 @@ class GemmModel {
     // The relative-error system: row x/y against 1 for every probe, columns scaled to unit length.
     std::vector<Terms> rows;
     for (const GemmPoint* g : points) {
-      const Terms x = features(g->batch, g->m, g->n, g->k);
+      const Terms x = features(g->batch, g->m, g->n, g->k, layoutOf(g->layout));
       const double y = g->micros * scale(g->batch, g->m, g->n, g->k);
       if (!(y > 0)) continue;
       Terms r;
@@ -382,7 +400,7 @@ class GemmModel {
   }
 
   const CpuProfile& cpu_;
-  Terms c_{1, 0, 0, 0, 0, 0};
+  Terms c_{1, 0, 0, 0, 0, 0, 0, 0};
   struct ConvFactor {
     std::string op, dtype;
     double factor;
@@ -469,7 +487,7 @@ CpuEstimate predictCpu(const kernels::Kernel& k, const CpuProfile& cpu) {
       e.threads = gemmFlops + kGemmEpilogueFlopWeight * f.epilogueFlops >= kGemmParallelFlops ? all : 1;
       const GemmModel model(cpu);
       gemmMicros = model.micros(k.contraction.op, k.buffers.at(static_cast<size_t>(k.contraction.a)).type.dtype,
-                                f.batch, f.m, f.n, f.k);
+                                f.batch, f.m, f.n, f.k, layoutOf(f));
     }
     dispatches = e.threads > 1;
   } else if (k.op) {

@@ -46,9 +46,10 @@ std::string bandwidthJson(const std::vector<BandwidthPoint>& points) {
 std::string gemmJson(const std::vector<GemmPoint>& points) {
   std::vector<std::string> s;
   for (const GemmPoint& p : points)
-    s.push_back(fmt::format("{{\"op\": {}, \"batch\": {}, \"m\": {}, \"n\": {}, \"k\": {}, \"micros\": {}{}}}",
+    s.push_back(fmt::format("{{\"op\": {}, \"batch\": {}, \"m\": {}, \"n\": {}, \"k\": {}, \"micros\": {}{}{}}}",
                             json::quote(p.op), p.batch, p.m, p.n, p.k, num(p.micros),
-                            p.dtype == "f32" ? "" : ", \"dtype\": " + json::quote(p.dtype)));
+                            p.dtype == "f32" ? "" : ", \"dtype\": " + json::quote(p.dtype),
+                            p.layout == "nn" ? "" : ", \"layout\": " + json::quote(p.layout)));
   return fmt::format("[\n      {}\n    ]", fmt::join(s, ",\n      "));
 }
 
@@ -120,7 +121,11 @@ struct Reader {
     std::vector<GemmPoint> out;
     for (const json::Value& x : array(v, key))
       out.push_back({integer(x, "m"), integer(x, "n"), integer(x, "k"), number(x, "micros"), string(x, "op"),
-                     integer(x, "batch"), x.find("dtype") ? string(x, "dtype") : "f32"});
+                     integer(x, "batch"), x.find("dtype") ? string(x, "dtype") : "f32",
+                     x.find("layout") ? string(x, "layout") : "nn"});
+    for (const GemmPoint& g : out)
+      KILN_CHECK(g.layout == "nn" || g.layout == "nt" || g.layout == "tn" || g.layout == "tt",
+                 "{}: a GEMM probe's layout is '{}' (expected nn, nt, tn or tt)", what, g.layout);
     return out;
   }
   GpuProfile gpu(const json::Value& v) const {
@@ -249,6 +254,13 @@ CpuIdentity hostIdentity() {
   id.isa = jit.hasFeature("avx512f") ? "avx512" : jit.hasFeature("avx2") && jit.hasFeature("fma") ? "avx2" : "scalar";
   id.kilnVersion = KILN_VERSION;
   return id;
+}
+
+std::string layoutText(std::string_view layout) {
+  if (layout == "nt") return " ABᵀ";
+  if (layout == "tn") return " AᵀB";
+  if (layout == "tt") return " AᵀBᵀ";
+  return "";
 }
 
 std::string gpuProfileToJson(const GpuProfile& g) { return gpuJson(g, "") + "\n"; }
@@ -454,7 +466,7 @@ std::string profileText(const MachineProfile& p) {
     const std::string shape = (g.square() ? fmt::format("{}³", g.m)
                                    : fmt::format("{} {}{}x{}x{}", g.op, g.batch > 1 ? fmt::format("{}·", g.batch) : "",
                                                  g.m, g.n, g.k)) +
-                              (g.dtype == "f32" ? "" : " " + g.dtype);
+                              layoutText(g.layout) + (g.dtype == "f32" ? "" : " " + g.dtype);
     out += fmt::format(" {}: {:.1f} ({:.0f} %);", shape, g.gflops(), 100 * g.gflops() / c.peak(c.identity.threads));
   }
   out += "\n  elementwise ns per element beyond an add (1 thread):";

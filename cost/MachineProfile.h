@@ -31,10 +31,11 @@ namespace kiln::cost {
 /// GEMM probes (GemmPoint::dtype); format 5 has a bf16 peak only where kiln's bf16 products run on
 /// AMX or vdpbf16ps (not where vdpbf16ps is slower than the FMAs and they convert to f32); format 6
 /// adds bf16 convolution probes (older files price bf16 convolutions as f32); format 7 measures
-/// the bandwidth ladders on cache-line-aligned arrays (older ones: cache rates about half). Files
-/// of format 3 (a GPU profile measured elsewhere, such as cost/profiles/h200.json) are still read,
-/// their GEMM points f32.
-inline constexpr int kProfileFormat = 7;
+/// the bandwidth ladders on cache-line-aligned arrays (older ones: cache rates about half); format
+/// 8 adds matmul probes with a transposed operand (GemmPoint::layout). Files of format 3 (a GPU
+/// profile measured elsewhere, such as cost/profiles/h200.json) are still read, their GEMM points
+/// f32 and untransposed.
+inline constexpr int kProfileFormat = 8;
 inline constexpr int kProfileFormatOldest = 3;
 
 /// What makes a cached CPU profile valid for this process.
@@ -62,10 +63,18 @@ struct GemmPoint {
   std::string op = "matmul";  // matmul, conv2d, conv2d_grad_input, conv2d_grad_weight
   int64_t batch = 1;          // independent products of m×n×k
   std::string dtype = "f32";  // of the operands: f32 or bf16 (profiles before bf16 probes: f32)
+  /// A matmul's operands: "nn" (A[m,k]·B[k,n]), "nt" (B stored [n,k]: a layer's forward product
+  /// with PyTorch's weight layout), "tn" (A stored [k,m]: a weight gradient); profiles before
+  /// format 8 have "nn" only.
+  std::string layout = "nn";
   double gflops() const { return micros > 0 ? 2.0 * batch * m * n * k / micros * 1e-3 : 0; }
-  /// One square matmul (m = n = k), of either dtype.
-  bool square() const { return op == "matmul" && batch == 1 && m == n && n == k; }
+  /// One square matmul (m = n = k) with neither operand transposed, of either dtype.
+  bool square() const { return op == "matmul" && batch == 1 && m == n && n == k && layout == "nn"; }
 };
+
+/// A probe's layout as kiln_gemm_tune prints it after the shape: "" (nn), " ABᵀ" (nt), " AᵀB" (tn),
+/// " AᵀBᵀ" (tt).
+std::string layoutText(std::string_view layout);
 
 struct CpuProfile {
   CpuIdentity identity;

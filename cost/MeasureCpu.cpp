@@ -335,14 +335,17 @@ double kernelMicros(const std::string& text, double seconds, float low = -1, flo
 }
 
 /// kiln's GEMM on C[m×n] = A[m×k]·B[k×n], `batch` of them (batched operands when above 1), of
-/// `dtype` operands and result (f32 accumulation).
-GemmPoint measureMatmul(int64_t m, int64_t n, int64_t k, int64_t batch = 1, const std::string& dtype = "f32") {
+/// `dtype` operands and result (f32 accumulation); `layout` "nt" stores B as [n,k], "tn" A as [k,m].
+GemmPoint measureMatmul(int64_t m, int64_t n, int64_t k, int64_t batch = 1, const std::string& dtype = "f32",
+                        const std::string& layout = "nn") {
   const std::string b = batch > 1 ? fmt::format("{},", batch) : "";
+  const bool ta = layout[0] == 't', tb = layout[1] == 't';
   const std::string text = fmt::format(
-      "graph @gemm {{\n  input %a : {4}[{3}{0},{2}]\n  input %b : {4}[{3}{2},{1}]\n"
-      "  %0 = matmul(%a, %b) : {4}[{3}{0},{1}]\n  output %c = %0\n}}\n",
-      m, n, k, b, dtype);
-  return {m, n, k, kernelMicros(text, 0.03), "matmul", batch, dtype};
+      "graph @gemm {{\n  input %a : {4}[{3}{5}]\n  input %b : {4}[{3}{6}]\n"
+      "  %0 = matmul(%a, %b) {{transpose_a={7}, transpose_b={8}}} : {4}[{3}{0},{1}]\n  output %c = %0\n}}\n",
+      m, n, k, b, dtype, ta ? fmt::format("{},{}", k, m) : fmt::format("{},{}", m, k),
+      tb ? fmt::format("{},{}", n, k) : fmt::format("{},{}", k, n), ta, tb);
+  return {m, n, k, kernelMicros(text, 0.03), "matmul", batch, dtype, layout};
 }
 
 /// Each convolution form on x[8,32,14,14] and w[64,32,3,3] with padding 1 (a middle layer of a
@@ -493,11 +496,17 @@ CpuProfile measureCpu(const std::function<void(const std::string&)>& progress) {
   p.kernelCallMicros = o.kernelCall;
   p.dispatchMicros = o.dispatch;
   p.runMicros = o.run;
-  say("cpu: kiln gemm, 16³ to 1024³, a shallow K, a short M, a narrow N, a batch, bf16 and the convolution forms");
+  say("cpu: kiln gemm, 16³ to 1024³, a shallow K, a short M, a narrow N, a batch, transposed operands, bf16 and the convolution forms");
   for (int64_t size : {16, 32, 64, 128, 256, 512, 1024}) p.gemm.push_back(measureMatmul(size, size, size));
   for (auto [m, n, k] : {std::array<int64_t, 3>{512, 512, 16}, {32, 512, 512}, {512, 32, 512}})
     p.gemm.push_back(measureMatmul(m, n, k));
   p.gemm.push_back(measureMatmul(32, 32, 32, 64));  // many small products (attention heads)
+  // A transposed operand: its packing transposes, which the rows (Bᵀ: a layer's forward product)
+  // or the columns (Aᵀ: a weight gradient) of a block share, so a short M or a narrow N pays it most.
+  for (auto [m, n, k] : {std::array<int64_t, 3>{32, 512, 512}, {128, 512, 512}, {512, 512, 512}})
+    p.gemm.push_back(measureMatmul(m, n, k, 1, "f32", "nt"));
+  for (auto [m, n, k] : {std::array<int64_t, 3>{512, 32, 512}, {512, 128, 512}, {512, 512, 512}})
+    p.gemm.push_back(measureMatmul(m, n, k, 1, "f32", "tn"));
   // bf16 products (the amp pass's): how much faster than f32 this CPU's bf16 path is.
   for (int64_t size : {64, 128, 256, 512, 1024}) p.gemm.push_back(measureMatmul(size, size, size, 1, "bf16"));
   // Convolutions in both: bf16 ones take the k pairs and the tiles too, but pack their operands

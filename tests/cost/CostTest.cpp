@@ -43,6 +43,7 @@ CpuProfile fakeCpu() {
   c.gemm = {mm(16, 16, 16, 0.34),     mm(32, 32, 32, 1.3),     mm(64, 64, 64, 7.2),      mm(128, 128, 128, 31.7),
             mm(256, 256, 256, 204),   mm(512, 512, 512, 1570), mm(1024, 1024, 1024, 12974), mm(512, 512, 16, 90),
             mm(32, 512, 512, 151),    mm(512, 32, 512, 113),   mm(32, 32, 32, 52, 64),
+            {32, 512, 512, 190, "matmul", 1, "f32", "nt"}, {512, 32, 512, 150, "matmul", 1, "f32", "tn"},
             {64, 196, 288, 511, "conv2d", 8}, {32, 196, 576, 739, "conv2d_grad_input", 8},
             {64, 288, 1568, 1537, "conv2d_grad_weight", 1},
             // bf16 squares at about twice f32's rate (vdpbf16ps k pairs), a small one at f32's
@@ -121,6 +122,9 @@ TEST(MachineProfile, JsonRoundTrip) {
   EXPECT_EQ(q.gpus[0].name, "Fake H100");
   EXPECT_DOUBLE_EQ(q.gpus[0].graphNodeMicros, 1.5);
   EXPECT_EQ(profileToJson(fakeMachine(false)), profileToJson(profileFromJson(profileToJson(fakeMachine(false)), "t")));
+  // The transposed probes keep their layout; the others have none written (format 8).
+  EXPECT_THAT(text, HasSubstr("\"layout\": \"nt\""));
+  EXPECT_EQ(std::count_if(q.cpu.gemm.begin(), q.cpu.gemm.end(), [](const GemmPoint& g) { return g.layout == "tn"; }), 1);
 }
 
 // How the GEMM probes were timed travels with them; a GPU object without the member (written
@@ -157,6 +161,10 @@ TEST(MachineProfile, BadJsonNamesTheMember) {
   const std::string format = "\"format\": " + std::to_string(kProfileFormat);
   oldFormat.replace(oldFormat.find(format), format.size(), "\"format\": 0");
   EXPECT_THAT([&] { profileFromJson(oldFormat, "m.json"); }, ::testing::ThrowsMessage<Error>(HasSubstr("format 0")));
+  std::string badLayout = text;
+  badLayout.replace(badLayout.find("\"layout\": \"nt\""), 14, "\"layout\": \"nx\"");
+  EXPECT_THAT([&] { profileFromJson(badLayout, "m.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("m.json: a GEMM probe's layout is 'nx' (expected nn, nt, tn or tt)")));
 }
 
 TEST(MachineProfile, InterpolatesBandwidthAndClampsThreads) {
@@ -329,10 +337,11 @@ TEST(CostModel, SmallProductsArePricedAsTheGeneratedGemm) {
 }
 
 // The GEMM model's fit: every f32 matmul probe of the profile comes back within a few per cent
-// (a non-negative least-squares fit of its six terms; dropping every coefficient a plain fit made
-// negative at once left c0 alone on a real AVX-512 profile, its probes −22 … +47 % off), and on
+// (a non-negative least-squares fit of its eight terms; dropping every coefficient a plain fit
+// made negative at once left c0 alone on a real AVX-512 profile, its probes −22 … +47 % off); on
 // AVX-512 a product 16 columns wide is priced as computed, one vector wide (the micro-kernel's
-// narrower variants), not padded to the 48-column tile.
+// narrower variants), not padded to the 48-column tile, and a transposed operand's packing as the
+// transposed probes measured it.
 TEST(CostModel, TheGemmFitComesBackToItsProbes) {
   for (const CpuProfile& cpu : {fakeCpu(), [] {
          // An AVX-512 machine: the probes of a Xeon with AMX (2026-12-02, rounded), its f32 ones.
@@ -340,36 +349,48 @@ TEST(CostModel, TheGemmFitComesBackToItsProbes) {
          c.identity.isa = "avx512";
          c.f32Lanes = 16;
          c.peakGflops = {237, 479};
-         auto mm = [](int64_t m, int64_t n, int64_t k, double gflops, int64_t batch = 1) {
-           return GemmPoint{m, n, k, 2e-3 * static_cast<double>(batch * m * n * k) / gflops, "matmul", batch};
+         auto mm = [](int64_t m, int64_t n, int64_t k, double gflops, int64_t batch = 1, const char* layout = "nn") {
+           return GemmPoint{m, n, k, 2e-3 * static_cast<double>(batch * m * n * k) / gflops, "matmul", batch, "f32", layout};
          };
          c.gemm = {mm(16, 16, 16, 84.5),      mm(32, 32, 32, 142),     mm(64, 64, 64, 172),     mm(128, 128, 128, 289),
                    mm(256, 256, 256, 350),    mm(512, 512, 512, 349),  mm(1024, 1024, 1024, 338), mm(512, 512, 16, 269),
-                   mm(32, 512, 512, 269),     mm(512, 32, 512, 335),   mm(32, 32, 32, 209, 64)};
+                   mm(32, 512, 512, 269),     mm(512, 32, 512, 335),   mm(32, 32, 32, 209, 64),
+                   mm(32, 512, 512, 217, 1, "nt"), mm(128, 512, 512, 300, 1, "nt"), mm(512, 512, 512, 350, 1, "nt"),
+                   mm(512, 32, 512, 252, 1, "tn"), mm(512, 128, 512, 325, 1, "tn"), mm(512, 512, 512, 342, 1, "tn")};
          return c;
        }()}) {
     const std::string text = cpuModelText(cpu);
     const size_t at = text.find("probes, measured against the model:");
     ASSERT_NE(at, std::string::npos) << text;
-    std::istringstream probes(text.substr(at + std::strlen("probes, measured against the model:")));
-    std::string name, pct;
+    // "NAME[ LAYOUT] ±E %;" per probe.
+    std::string rest = text.substr(at + std::strlen("probes, measured against the model:"));
+    rest = rest.substr(0, rest.find('\n'));
     int seen = 0;
-    while (probes >> name >> pct && name.find('x') != std::string::npos) {
-      const double error = std::stod(pct);
-      EXPECT_LE(std::abs(error), name.find("64·") == 0 ? 30 : 15) << cpu.identity.isa << " probe " << name << "\n" << text;
-      std::string percent;
-      probes >> percent;  // "%;"
+    for (size_t from = 0, end; (end = rest.find(';', from)) != std::string::npos; from = end + 1) {
+      const std::string entry = rest.substr(from, end - from);
+      const size_t percent = entry.rfind(" %"), number = entry.rfind(' ', percent - 1);
+      ASSERT_TRUE(percent != std::string::npos && number != std::string::npos) << entry;
+      const double error = std::stod(entry.substr(number + 1, percent - number - 1));
+      EXPECT_LE(std::abs(error), entry.find("64·") != std::string::npos ? 30 : 15)
+          << cpu.identity.isa << " probe" << entry << "\n" << text;
       ++seen;
     }
-    EXPECT_EQ(seen, 11) << text;
+    EXPECT_EQ(seen, cpu.f32Lanes == 16 ? 17 : 13) << text;
     if (cpu.f32Lanes == 16) {
-      auto micros = [&](int64_t n) {
-        auto ks = kernelsOf(fmt::format("graph @g {{\n  input %a : f32[1024,1024]\n  input %b : f32[1024,{0}]\n"
-                                        "  %0 = matmul(%a, %b) : f32[1024,{0}]\n  output %c = %0\n}}\n",
-                                        n));
+      // C[m,n] = A·B of A stored [m,k] or (ta) [k,m], B stored [k,n] or (tb) [n,k].
+      auto micros = [&](int64_t m, int64_t n, int64_t k, bool ta = false, bool tb = false) {
+        auto ks = kernelsOf(fmt::format(
+            "graph @g {{\n  input %a : f32[{3}]\n  input %b : f32[{4}]\n"
+            "  %0 = matmul(%a, %b) {{transpose_a={5}, transpose_b={6}}} : f32[{0},{1}]\n  output %c = %0\n}}\n",
+            m, n, k, ta ? fmt::format("{},{}", k, m) : fmt::format("{},{}", m, k),
+            tb ? fmt::format("{},{}", n, k) : fmt::format("{},{}", k, n), ta, tb));
         return predictCpu(ks.at(0), cpu).computeMicros;
       };
-      EXPECT_LT(micros(16), 0.6 * micros(48)) << "16 columns priced as 48";
+      EXPECT_LT(micros(1024, 16, 1024), 0.6 * micros(1024, 48, 1024)) << "16 columns priced as 48";
+      // A transposed operand's packing: dearest where few rows (Bᵀ) or columns (Aᵀ) share it.
+      EXPECT_GT(micros(32, 512, 1000, false, true), 1.15 * micros(32, 512, 1000));
+      EXPECT_GT(micros(512, 32, 1000, true, false), 1.15 * micros(512, 32, 1000));
+      EXPECT_LT(micros(1024, 1024, 1024, false, true), 1.1 * micros(1024, 1024, 1024));
     }
   }
 }
