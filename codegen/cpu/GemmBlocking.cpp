@@ -72,6 +72,20 @@ bool splitK(Blocking& p, const kernels::GemmForm& f, int bytes, double flops) {
   p.mBlocks = ceilDiv(f.m, p.mb);
   p.nBlocks = ceilDiv(f.n, p.nb);
   p.items = f.batch * p.splits * p.nBlocks;
+  // An even number of items below 16, so that two threads get equal shares: narrower column
+  // blocks where the parts are odd. Three parts of one block left one of two threads idle a third
+  // of the time: a batch of 64 of simplenet's first layer, 64×1000·(512×1000)ᵀ, 2T 166–169 →
+  // 232–235 GFLOP/s as six items (`kiln_gemm_tune --threads 2 64 512 1000 0 1`, medians of two
+  // runs). Two parts stay two items: four (mnist_mlp's 100×784·784×128 in column halves) measured
+  // 2–3 % slower on two threads.
+  if (flops >= kParallelFlops)
+    while (p.items < 16 && p.items % 2 != 0) {
+      const int64_t smaller = roundUp(ceilDiv(f.n, 2 * p.nBlocks), p.nr);
+      if (smaller >= p.nb) break;
+      p.nb = smaller;
+      p.nBlocks = ceilDiv(f.n, p.nb);
+      p.items = f.batch * p.splits * p.nBlocks;
+    }
   p.reduceItems = f.batch * p.mBlocks * p.nBlocks;
   p.grain = flops < kParallelFlops ? std::max(p.items, p.reduceItems) : 1;
   p.packBBytes = packedBytes(1, p.nb, p.nr, p.kc, bytes, p.lanes);

@@ -404,6 +404,17 @@ TEST(Gemm, SplitK) {
   EXPECT_GE(plan.reduceItems, 2);
   check(hostJit(), layer, DType::f32, {1, 2});
   check(hostJit(), matmul(100, 128, 784, true, true), DType::f32, {2});
+  // Three parts of one column block would leave one of two threads idle a third of the time: a
+  // batch of 64 of simplenet's first layer (64 × 1000 · (512 × 1000)ᵀ) narrows its column blocks
+  // into an even number of items, on every ISA that splits its K in three.
+  for (const VectorIsa& isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
+    const gemm::Blocking odd = gemm::blockingFor(formOf(matmul(64, 512, 1000, false, true)), AccType::F32, isa);
+    if (odd.path != gemm::Path::SplitK) continue;
+    EXPECT_EQ(odd.items % 2, 0) << isa.f32Lanes << " lanes: " << odd.splits << " parts, " << odd.nBlocks << " column blocks";
+  }
+  EXPECT_EQ(planOf(matmul(64, 512, 1000, false, true)).path, gemm::Path::SplitK);
+  check(hostJit(), matmul(64, 512, 1000, false, true), DType::f32, {1, 2});
+  check(hostJit(), matmul(64, 130, 1000, false, true), DType::f32, {2});
   // Three K slices make no parts of two slices each: the packed path. The slice depth is the ISA's
   // (AVX-512's is shallower), so K is found for each ISA rather than fixed.
   for (const VectorIsa& isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
