@@ -40,7 +40,8 @@
 //   SSE       4 × 8     8 xmm          256   144   512
 //
 //   On AVX-512, f32 products whose M 8-row tiles would pad by more than 3 % more than 10- or
-//   12-row ones take 10 × 32 or 12 × 32 (tileShape): 100 rows take 10 × 32, 36 rows 12 × 32.
+//   12-row ones take 10 × 32 or 12 × 32 (tileShape): 100 rows take 10 × 32, 36 rows 12 × 32; a
+//   transposed B of up to 64 rows otherwise on 8 × 48 (a small batch's layer, x·Wᵀ) takes 8 × 32.
 //   8 × 48 (three vectors of B and 8 broadcasts of A per k, where 12 × 32 loads two and
 //   broadcasts 12) was 3–9 % faster on the Xeon with AMX (`kiln_gemm_tune --threads 1 1024 1024
 //   1024`, medians, five interleaved rounds: 12 × 32 149.6–155.7 GFLOP/s, 8 × 48 157.7–166.8;

@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kPackedBBudget = 4 << 20;         // bytes of B kept packed for all of K per thread
 constexpr int64_t kPackedABudget = 1 << 20;         // bytes of A kept packed for all of K per thread
 constexpr double kTileRowsGain = 0.03;              // fewer padded rows a 10- or 12-row tile must save
+constexpr int64_t kNarrowTileRows = 64;             // a transposed B of at most this many rows: 8 × 32 tiles
 constexpr int64_t kSplitsMost = 4;                  // SplitK: parts of K
 constexpr int64_t kSliceBlocksLeast = 2;            // SplitK: K slices per part at least
 constexpr double kSplitBudget = 32 << 20;           // SplitK: bytes of partial products at most
@@ -155,7 +156,15 @@ constexpr double kDeepSliceFlops = 1e8;
 /// 10 × 32 (104 rows as 8-row tiles; `kiln_gemm_tune --threads 1 100 128 784`, medians of three:
 /// 147–149 GFLOP/s as 10 × 32, 144–145 as 8 × 48); a convolution of 32 or 64 channels, and every
 /// M that is a multiple of 8, 8 × 48.
-std::array<int, 2> tileShape(int64_t m, const VectorIsa& isa, AccType acc) {
+///
+/// A transposed B (k contiguous: a layer's forward product x·Wᵀ) of at most kNarrowTileRows rows
+/// that would take 8 × 48 takes 8 × 32: its column blocks then give the threads work without
+/// splitting M (which packs B once per M block) or K, and its transposing packing writes panels of
+/// two vectors. On the Xeon with AMX (`kiln_gemm_tune [--mr 8 --nr 32] M N K 0 1`, 2T medians):
+/// 16×128·784 105 → 213 GFLOP/s, 32× 157 → 188, 64× 200 → 233, 64×512·1000 236 → 262; at 100 rows
+/// 8 × 32 lost 5 %, and untransposed B lost 2–10 % at every M.
+std::array<int, 2> tileShape(const kernels::GemmForm& f, const VectorIsa& isa, AccType acc) {
+  const int64_t m = f.m;
   std::array<int, 2> tile = registerTile(isa, acc);
   if (!isa.avx512 || acc != AccType::F32 || m <= 0) return tile;
   double bestRows = static_cast<double>(roundUp(m, tile[0]));
@@ -163,6 +172,8 @@ std::array<int, 2> tileShape(int64_t m, const VectorIsa& isa, AccType acc) {
     const double padded = static_cast<double>(roundUp(m, rows)) * (1 + kTileRowsGain);
     if (padded < bestRows) tile = {rows, 2 * isa.f32Lanes}, bestRows = padded;
   }
+  const std::optional<Strides> b = sharedStrides(f, false);
+  if (tile[0] == 8 && m <= kNarrowTileRows && b && !b->rowsContiguous()) tile[1] = 2 * isa.f32Lanes;
   return tile;
 }
 
@@ -192,7 +203,7 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
   Blocking p;
   const int bytes = accBytes(acc);
   p.lanes = isa.f32Lanes * 4 / bytes;
-  const std::array<int, 2> tile = tileShape(f.m, isa, acc);
+  const std::array<int, 2> tile = tileShape(f, isa, acc);
   p.mr = isa.gemmMr > 0 ? isa.gemmMr : tile[0], p.nr = isa.gemmNr > 0 ? isa.gemmNr : tile[1];
   const bool pairs = pairsAvailable(f, dtype, isa);
   if (pairs && isa.amxTiles()) p.amx = true, p.mr = kAmxRows, p.nr = 2 * p.lanes, p.kUnit = kAmxK;

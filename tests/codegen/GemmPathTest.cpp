@@ -405,16 +405,16 @@ TEST(Gemm, SplitK) {
   check(hostJit(), layer, DType::f32, {1, 2});
   check(hostJit(), matmul(100, 128, 784, true, true), DType::f32, {2});
   // Three parts of one column block would leave one of two threads idle a third of the time: a
-  // batch of 64 of simplenet's first layer (64 × 1000 · (512 × 1000)ᵀ) narrows its column blocks
-  // into an even number of items, on every ISA that splits its K in three.
+  // batch of 64 through a layer of 1000 inputs and 512 outputs (64 × 1000 · 1000 × 512) narrows its
+  // column blocks into an even number of items, on every ISA that splits its K in three.
   for (const VectorIsa& isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
-    const gemm::Blocking odd = gemm::blockingFor(formOf(matmul(64, 512, 1000, false, true)), AccType::F32, isa);
+    const gemm::Blocking odd = gemm::blockingFor(formOf(matmul(64, 512, 1000)), AccType::F32, isa);
     if (odd.path != gemm::Path::SplitK) continue;
     EXPECT_EQ(odd.items % 2, 0) << isa.f32Lanes << " lanes: " << odd.splits << " parts, " << odd.nBlocks << " column blocks";
   }
-  EXPECT_EQ(planOf(matmul(64, 512, 1000, false, true)).path, gemm::Path::SplitK);
-  check(hostJit(), matmul(64, 512, 1000, false, true), DType::f32, {1, 2});
-  check(hostJit(), matmul(64, 130, 1000, false, true), DType::f32, {2});
+  EXPECT_EQ(planOf(matmul(64, 512, 1000)).path, gemm::Path::SplitK);
+  check(hostJit(), matmul(64, 512, 1000), DType::f32, {1, 2});
+  check(hostJit(), matmul(64, 130, 1000, true, false), DType::f32, {2});
   // Three K slices make no parts of two slices each: the packed path. The slice depth is the ISA's
   // (AVX-512's is shallower), so K is found for each ISA rather than fixed.
   for (const VectorIsa& isa : {isaOf(hostJit()), isaOf(*makeJit("skylake-avx512")), isaOf(sse2Jit())}) {
@@ -463,6 +463,14 @@ TEST(Gemm, NarrowTileRows) {
   EXPECT_EQ(tile(matmul(10000, 512, 1000)), (T{8, 48}));
   EXPECT_EQ(tile(matmul(1024, 1024, 1024)), (T{8, 48}));
   EXPECT_EQ(tile(matmul(64, 200, 150), AccType::F64), (T{12, 16}));
+  // A transposed B (a layer's forward product) of up to 64 rows that would take 8 × 48 takes 8 × 32.
+  EXPECT_EQ(tile(matmul(16, 128, 784, false, true)), (T{8, 32}));
+  EXPECT_EQ(tile(matmul(64, 512, 1000, false, true)), (T{8, 32}));
+  EXPECT_EQ(tile(matmul(72, 128, 784, false, true)), (T{8, 48}));
+  EXPECT_EQ(tile(matmul(36, 128, 784, false, true)), (T{12, 32}));
+  EXPECT_EQ(tile(matmul(64, 128, 784)), (T{8, 48}));
+  check(hostJit(), matmul(16, 130, 784, false, true), DType::f32, {1, 2});
+  check(hostJit(), matmul(40, 520, 1000, false, true), DType::f32, {2});
   const VectorIsa avx2 = isaOf(*makeJit("haswell"));
   EXPECT_EQ(gemm::blockingFor(formOf(matmul(64, 200, 150)), AccType::F32, avx2).mr, 6);
 
