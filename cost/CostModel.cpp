@@ -122,8 +122,9 @@ int64_t roundUp(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 /// Micro-tile of kiln's packed GEMM for a product of `m` rows at the vector width (Gemm.cpp's
 /// blocking table; on AVX-512 GemmBlocking.cpp's tileShape: 8 × 48, or 10 × 32 / 12 × 32 where
-/// those pad M to 3 % fewer rows, 8 × 32 for a transposed B of at most 64 rows).
-std::pair<int64_t, int64_t> microTile(int64_t m, int lanes, bool bTransposed = false) {
+/// those pad M to 3 % fewer rows, 8 × 32 for a transposed B of at most 64 rows and N a multiple
+/// of 128).
+std::pair<int64_t, int64_t> microTile(int64_t m, int lanes, int64_t n = 0, bool bTransposed = false) {
   if (lanes == 8) return {6, 16};
   if (lanes < 16) return {4, 8};
   std::pair<int64_t, int64_t> tile{8, 48};
@@ -132,7 +133,7 @@ std::pair<int64_t, int64_t> microTile(int64_t m, int lanes, bool bTransposed = f
     const double padded = static_cast<double>(roundUp(std::max<int64_t>(m, 1), rows)) * 1.03;
     if (padded < best) tile = {rows, 32}, best = padded;
   }
-  if (tile.first == 8 && bTransposed && m <= 64) tile.second = 32;
+  if (tile.first == 8 && bTransposed && m <= 64 && n % 128 == 0) tile.second = 32;
   return tile;
 }
 
@@ -260,7 +261,7 @@ class GemmModel {
   /// thread work (at least 4 items, an even number below 16), B blocks narrowed to stay packed over
   /// all of K; padded to whole micro-tiles, as the packed panels are.
   Blocking blocks(int64_t batch, int64_t m, int64_t n, int64_t k, Layout layout) const {
-    auto [mr, nr] = microTile(m, cpu_.f32Lanes, layout.b);
+    auto [mr, nr] = microTile(m, cpu_.f32Lanes, n, layout.b);
     auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
     auto evenBlock = [&](int64_t size, int64_t most, int64_t unit) {
       return size == 0 ? unit : roundUp(ceilDiv(size, ceilDiv(size, most)), unit);

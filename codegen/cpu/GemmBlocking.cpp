@@ -158,11 +158,19 @@ constexpr double kDeepSliceFlops = 1e8;
 /// M that is a multiple of 8, 8 × 48.
 ///
 /// A transposed B (k contiguous: a layer's forward product x·Wᵀ) of at most kNarrowTileRows rows
-/// that would take 8 × 48 takes 8 × 32: its column blocks then give the threads work without
-/// splitting M (which packs B once per M block) or K, and its transposing packing writes panels of
-/// two vectors. On the Xeon with AMX (`kiln_gemm_tune [--mr 8 --nr 32] M N K 0 1`, 2T medians):
-/// 16×128·784 105 → 213 GFLOP/s, 32× 157 → 188, 64× 200 → 233, 64×512·1000 236 → 262; at 100 rows
-/// 8 × 32 lost 5 %, and untransposed B lost 2–10 % at every M.
+/// that would take 8 × 48 takes 8 × 32 where N makes four equal blocks of its panels: its column
+/// blocks then give the threads work without splitting M (which packs B once per M block) or K.
+/// On the Xeon with AMX (`kiln_gemm_tune [--mr 8 --nr 32] M N K 0 1`, 2T medians): 16×128·784
+/// 105 → 213 GFLOP/s, 32× 157 → 188, 64× 200 → 233, 64×512·1000 236 → 262; at 100 rows 8 × 32
+/// lost 5 %, an untransposed B 2–10 % at every M, and 40×520·1000 (blocks of 160 columns and a
+/// last one of 40: unequal shares) 12 %.
+/// A product of at most kNarrowTileRows rows with a transposed B whose N makes four equal blocks
+/// of panels `width` wide (tileShape's 8 × 32 case).
+bool narrowTransposedB(const kernels::GemmForm& f, int64_t width) {
+  const std::optional<Strides> b = sharedStrides(f, false);
+  return f.m <= kNarrowTileRows && b && !b->rowsContiguous() && f.n % (4 * width) == 0;
+}
+
 std::array<int, 2> tileShape(const kernels::GemmForm& f, const VectorIsa& isa, AccType acc) {
   const int64_t m = f.m;
   std::array<int, 2> tile = registerTile(isa, acc);
@@ -172,8 +180,7 @@ std::array<int, 2> tileShape(const kernels::GemmForm& f, const VectorIsa& isa, A
     const double padded = static_cast<double>(roundUp(m, rows)) * (1 + kTileRowsGain);
     if (padded < bestRows) tile = {rows, 2 * isa.f32Lanes}, bestRows = padded;
   }
-  const std::optional<Strides> b = sharedStrides(f, false);
-  if (tile[0] == 8 && m <= kNarrowTileRows && b && !b->rowsContiguous()) tile[1] = 2 * isa.f32Lanes;
+  if (tile[0] == 8 && narrowTransposedB(f, 2 * isa.f32Lanes)) tile[1] = 2 * isa.f32Lanes;
   return tile;
 }
 
@@ -271,8 +278,15 @@ Blocking packedBlocking(const kernels::GemmForm& f, AccType acc, const VectorIsa
     // rounds; the mnist_mlp bf16 step 0.131–0.134 → 0.121–0.129 ms); shallower ones (100×128·(784 ×
     // 128)ᵀ, K 128) were slower that way, and 512³, 10000×256·512 and cnn's step the same.
     const bool rowsFirst = p.kBlocks == 1 && !(p.amx && f.k >= kAmxColumnsFirstK);
+    // A few rows times a transposed B on 8 × 32 tiles (tileShape) split columns first, down to
+    // single panels: splitting M would pack B once per M block, or send it to SplitK. mnist_mlp's
+    // layer at batches 24–64 (`kiln_gemm_tune [--nb 32] M 128 784 0 1`, 2T): 24 rows 167 → 237
+    // GFLOP/s, 32 187 → 259, 48 215 → 277, 64 230 → 281; 64×1000·(512×1000)ᵀ 214 → 261.
+    const bool columnsFirst = p.mr == 8 && p.nr == 2 * p.lanes && !p.amx && narrowTransposedB(f, p.nr);
     while (p.items < 4 || (p.items < 16 && p.items % 2 != 0)) {
-      const bool splitN = rowsFirst ? p.mb / p.mr < 2 : p.nb / p.nr >= p.mb / p.mr;
+      const bool splitN = columnsFirst ? p.nb / p.nr >= 2
+                          : rowsFirst  ? p.mb / p.mr < 2
+                                       : p.nb / p.nr >= p.mb / p.mr;
       int64_t& block = splitN ? p.nb : p.mb;
       const int64_t size = splitN ? f.n : f.m, blocks = splitN ? p.nBlocks : p.mBlocks;
       const int64_t smaller = roundUp(ceilDiv(size, 2 * blocks), splitN ? p.nr : p.mr);

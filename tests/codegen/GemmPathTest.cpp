@@ -463,14 +463,23 @@ TEST(Gemm, NarrowTileRows) {
   EXPECT_EQ(tile(matmul(10000, 512, 1000)), (T{8, 48}));
   EXPECT_EQ(tile(matmul(1024, 1024, 1024)), (T{8, 48}));
   EXPECT_EQ(tile(matmul(64, 200, 150), AccType::F64), (T{12, 16}));
-  // A transposed B (a layer's forward product) of up to 64 rows that would take 8 × 48 takes 8 × 32.
+  // A transposed B (a layer's forward product) of up to 64 rows that would take 8 × 48 takes 8 × 32
+  // where N makes four equal blocks of its panels, and splits its columns first.
   EXPECT_EQ(tile(matmul(16, 128, 784, false, true)), (T{8, 32}));
   EXPECT_EQ(tile(matmul(64, 512, 1000, false, true)), (T{8, 32}));
   EXPECT_EQ(tile(matmul(72, 128, 784, false, true)), (T{8, 48}));
   EXPECT_EQ(tile(matmul(36, 128, 784, false, true)), (T{12, 32}));
+  EXPECT_EQ(tile(matmul(40, 520, 1000, false, true)), (T{8, 48}));
   EXPECT_EQ(tile(matmul(64, 128, 784)), (T{8, 48}));
-  check(hostJit(), matmul(16, 130, 784, false, true), DType::f32, {1, 2});
-  check(hostJit(), matmul(40, 520, 1000, false, true), DType::f32, {2});
+  for (int64_t m : {24, 48, 64}) {
+    const gemm::Blocking p = gemm::blockingFor(formOf(matmul(m, 128, 784, false, true)), AccType::F32, avx512);
+    EXPECT_EQ(p.path, gemm::Path::Packed) << m << " rows";
+    EXPECT_EQ(p.mBlocks, 1) << m << " rows";
+    EXPECT_EQ(p.nBlocks, 4) << m << " rows";
+  }
+  check(hostJit(), matmul(24, 128, 784, false, true), DType::f32, {1, 2});
+  check(hostJit(), matmul(40, 256, 300, false, true), DType::f32, {2});
+  check(hostJit(), matmul(16, 130, 784, false, true), DType::f32, {2});
   const VectorIsa avx2 = isaOf(*makeJit("haswell"));
   EXPECT_EQ(gemm::blockingFor(formOf(matmul(64, 200, 150)), AccType::F32, avx2).mr, 6);
 
