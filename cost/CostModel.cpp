@@ -141,8 +141,7 @@ std::pair<int64_t, int64_t> microTile(int64_t m, int lanes, int64_t n = 0, bool 
 /// padded to the tile's, the last columns to whole vectors (the micro-kernel has variants one and
 /// two vectors narrower for the N edge: GemmKernels.cpp's `cols` kernels).
 double tileUse(int64_t m, int64_t n, int lanes) {
-  auto [mr, nr] = microTile(m, lanes);
-  (void)nr;
+  const int64_t mr = microTile(m, lanes).first;
   return static_cast<double>(m * n) / static_cast<double>(roundUp(m, mr) * roundUp(n, lanes));
 }
 
@@ -151,7 +150,9 @@ double tileUse(int64_t m, int64_t n, int lanes) {
 struct Layout {
   bool a = false, b = false;
 };
-Layout layoutOf(std::string_view layout) { return {layout.size() == 2 && layout[0] == 't', layout.size() == 2 && layout[1] == 't'}; }
+Layout layoutOf(std::string_view layout) {
+  return {layout.size() == 2 && layout[0] == 't', layout.size() == 2 && layout[1] == 't'};
+}
 Layout layoutOf(const kernels::GemmForm& f) {
   const std::optional<kernels::Strides> a = kernels::stridesOf(f, true), b = kernels::stridesOf(f, false);
   return {a && a->k != 1, b && !b->rowsContiguous()};

@@ -150,7 +150,14 @@ namespace {
 constexpr int64_t kF32Kc = 336;
 constexpr double kDeepSliceFlops = 1e8;
 
-/// The register tile of a product of `m` rows: the ISA's (registerTile), or on AVX-512 for f32
+/// A product of at most kNarrowTileRows rows with a transposed B whose N makes four equal blocks
+/// of panels `width` wide (tileShape's 8 × 32 case).
+bool narrowTransposedB(const kernels::GemmForm& f, int64_t width) {
+  const std::optional<Strides> b = sharedStrides(f, false);
+  return f.m <= kNarrowTileRows && b && !b->rowsContiguous() && f.n % (4 * width) == 0;
+}
+
+/// The register tile of product `f` (of M rows): the ISA's (registerTile), or on AVX-512 for f32
 /// accumulators 10 × 32 or 12 × 32 where those pad M to fewer rows than 8-row tiles by more than
 /// kTileRowsGain: an edge tile computes its padding rows for nothing. mnist_mlp's 100 rows take
 /// 10 × 32 (104 rows as 8-row tiles; `kiln_gemm_tune --threads 1 100 128 784`, medians of three:
@@ -164,13 +171,6 @@ constexpr double kDeepSliceFlops = 1e8;
 /// 105 → 213 GFLOP/s, 32× 157 → 188, 64× 200 → 233, 64×512·1000 236 → 262; at 100 rows 8 × 32
 /// lost 5 %, an untransposed B 2–10 % at every M, and 40×520·1000 (blocks of 160 columns and a
 /// last one of 40: unequal shares) 12 %.
-/// A product of at most kNarrowTileRows rows with a transposed B whose N makes four equal blocks
-/// of panels `width` wide (tileShape's 8 × 32 case).
-bool narrowTransposedB(const kernels::GemmForm& f, int64_t width) {
-  const std::optional<Strides> b = sharedStrides(f, false);
-  return f.m <= kNarrowTileRows && b && !b->rowsContiguous() && f.n % (4 * width) == 0;
-}
-
 std::array<int, 2> tileShape(const kernels::GemmForm& f, const VectorIsa& isa, AccType acc) {
   const int64_t m = f.m;
   std::array<int, 2> tile = registerTile(isa, acc);
