@@ -503,7 +503,7 @@ CpuProfile measureCpu(const std::function<void(const std::string&)>& progress) {
   p.gemm.push_back(measureMatmul(32, 32, 32, 64));  // many small products (attention heads)
   // A transposed operand: its packing transposes, which the rows (Bᵀ: a layer's forward product)
   // or the columns (Aᵀ: a weight gradient) of a block share, so a short M or a narrow N pays it most.
-  for (auto [m, n, k] : {std::array<int64_t, 3>{32, 512, 512}, {128, 512, 512}, {512, 512, 512}})
+  for (auto [m, n, k] : {std::array<int64_t, 3>{32, 256, 512}, {128, 256, 512}, {512, 512, 512}})
     p.gemm.push_back(measureMatmul(m, n, k, 1, "f32", "nt"));
   for (auto [m, n, k] : {std::array<int64_t, 3>{512, 32, 512}, {512, 128, 512}, {512, 512, 512}})
     p.gemm.push_back(measureMatmul(m, n, k, 1, "f32", "tn"));
